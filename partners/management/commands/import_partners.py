@@ -1,0 +1,25 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from partners.services import PartnerImportError, partners_import_csv
+
+
+class Command(BaseCommand):
+    help = "Import partners from a CSV file with the header code,name,parent (all or nothing)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", type=Path)
+
+    def handle(self, *args, file: Path, **options) -> None:
+        try:
+            text = file.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from exc
+        try:
+            created = partners_import_csv(text=text)
+        except PartnerImportError as exc:
+            for error in exc.errors:
+                self.stderr.write(error)
+            raise CommandError(f"{file}: {exc}") from exc
+        self.stdout.write(f"imported {len(created)} partners from {file}")

