@@ -23,4 +23,6 @@ def seed_demo() -> str:
     user_model = get_user_model()
     if not user_model.objects.filter(username=DEMO_USER[0]).exists():
         user_model.objects.create_superuser(DEMO_USER[0], "demo@example.com", DEMO_USER[1])
-    return f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser: {DEMO_USER[0]}/{DEMO_USER[1]}"
+    return (
+        f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser: {DEMO_USER[0]}/{DEMO_USER[1]}"
+    )

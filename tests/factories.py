@@ -25,3 +25,49 @@ def create_tree() -> dict[str, Partner]:
 
 def create_staff(username: str = "staff", password: str = "pw"):
     return get_user_model().objects.create_user(username=username, password=password, is_staff=True)
+
+
+# --- events -----------------------------------------------------------------------------------------------
+
+import datetime as dt  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+from zoneinfo import ZoneInfo  # noqa: E402
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+_offsets = itertools.count()
+_ids = itertools.count()
+
+
+def at(text: str) -> dt.datetime:
+    """An aware datetime from 'YYYY-MM-DD HH:MM[:SS]' in Shanghai time."""
+    return dt.datetime.fromisoformat(text).replace(tzinfo=SHANGHAI)
+
+
+def pv_event(ts: dt.datetime, partner: str | None = None, openid: str = "o-1", **extra) -> bytes:
+    event = {
+        "event_id": extra.pop("event_id", f"e-{next(_ids)}"),
+        "type": "pv",
+        "ts": ts.isoformat(),
+        "openid": openid,
+    }
+    if partner:
+        event["partner"] = partner
+    event.update(extra)
+    return json.dumps(event).encode()
+
+
+def login_event(ts: dt.datetime, user_type: str, user_id, **extra) -> bytes:
+    event = {"event_id": f"l-{next(_ids)}", "type": "login", "ts": int(ts.timestamp() * 1000)}
+    event.update(user_type=user_type, user_id=user_id, **extra)
+    return json.dumps(event).encode()
+
+
+def feed(
+    values: list[bytes], *, now: dt.datetime, partition: int = 0, source: str = "test-topic", group: str = "g"
+):
+    """Run values through the real ingest pipeline as one batch from one partition."""
+    from stats.ingest import Message, process_batch
+
+    messages = [Message(source, partition, next(_offsets), v) for v in values]
+    return process_batch(messages, group=group, now=now)

@@ -1,0 +1,2 @@
+def queue_logins(pipe, logins) -> None:
+    pass

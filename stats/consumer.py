@@ -1,0 +1,129 @@
+"""The consumer loop behind ``manage.py consume``: sources, signals, idling. The counting is ``process_batch``."""
+
+import logging
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+
+from stats import faults
+from stats.conf import stats_setting
+from stats.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
+
+logger = logging.getLogger(__name__)
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; the loop finishes the batch in hand and returns."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+
+    def _stop(self, signum, frame) -> None:
+        logger.info("received %s; finishing the current batch", signal.Signals(signum).name)
+        self.stopping = True
+
+
+class SeekToStoredOffsets(ConsumerRebalanceListener):
+    """On every assignment, continue each partition from the offset stored in Redis with the counters."""
+
+    def __init__(self, consumer: KafkaConsumer, *, group: str, topic: str):
+        self.consumer, self.group, self.topic = consumer, group, topic
+
+    def on_partitions_revoked(self, revoked) -> None:
+        logger.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
+
+    def on_partitions_assigned(self, assigned) -> None:
+        stored = stored_offsets(group=self.group, source=self.topic)
+        for tp in assigned:
+            if tp.partition in stored:
+                self.consumer.seek(tp, stored[tp.partition])
+        logger.info(
+            "partitions assigned: %s (stored offsets %s)",
+            sorted(tp.partition for tp in assigned),
+            {p: o for p, o in stored.items() if TopicPartition(self.topic, p) in assigned},
+        )
+
+
+def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
+    """Consume the configured topic in the configured group until stopped (or idle long enough)."""
+    group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
+    session_ms = stats_setting("KAFKA_SESSION_TIMEOUT_MS")
+    consumer = KafkaConsumer(
+        bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=max(500, session_ms // 6),
+        max_poll_records=batch_size,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    consumer.subscribe([topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic))
+    directory = PartnerDirectory()
+    total = BatchResult()
+    idle_since: float | None = None
+    try:
+        while not stop.stopping:
+            polled = consumer.poll(timeout_ms=500, max_records=batch_size)
+            messages = [
+                Message(source=tp.topic, partition=tp.partition, offset=record.offset, value=record.value)
+                for tp, records in polled.items()
+                for record in records
+            ]
+            if not messages:
+                # Idle time counts only while we hold partitions: a consumer still joining is not idle.
+                if not consumer.assignment():
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                elif exit_when_idle is not None and time.monotonic() - idle_since >= exit_when_idle:
+                    logger.info("idle for %.1f s holding partitions; exiting", exit_when_idle)
+                    break
+                continue
+            idle_since = None
+            total.add(process_batch(messages, group=group, directory=directory))
+            # The offsets that matter are in Redis; this commit only feeds lag monitoring.
+            consumer.commit()
+            faults.reach("after_commit")
+            logger.info("batch of %d from %s; so far %s", len(messages), topic, total.summary())
+    finally:
+        consumer.close()
+    return total
+
+
+def read_file(path: Path, *, start: int) -> Iterator[Message]:
+    source = f"file:{path.resolve()}"
+    with path.open("rb") as lines:
+        for offset, line in enumerate(lines):
+            if offset >= start:
+                yield Message(source=source, partition=0, offset=offset, value=line.rstrip(b"\r\n"))
+
+
+def consume_file(path: Path, *, batch_size: int, stop: StopFlag) -> BatchResult:
+    """Replay a JSON-lines file, one line per message, resuming after the last line already counted."""
+    group = settings.KAFKA_GROUP_ID
+    source = f"file:{path.resolve()}"
+    start = stored_offsets(group=group, source=source).get(0, 0)
+    directory = PartnerDirectory()
+    total = BatchResult()
+    batch: list[Message] = []
+    for message in read_file(path, start=start):
+        if message.value:
+            batch.append(message)
+        if len(batch) >= batch_size:
+            total.add(process_batch(batch, group=group, directory=directory))
+            logger.info("replayed up to line %d of %s; %s", message.offset + 1, path, total.summary())
+            batch = []
+            if stop.stopping:
+                return total
+    if batch:
+        total.add(process_batch(batch, group=group, directory=directory))
+    return total

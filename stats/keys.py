@@ -1,0 +1,156 @@
+"""The Redis key schema: every key the product reads or writes is built here and nowhere else.
+
+All keys start with ``{P}:`` where ``P`` is ``CPS_STATS["KEY_PREFIX"]``. The braces make ``P`` a Redis Cluster
+hash tag, so every key lives in one slot: the consumer applies a whole batch (counters of many partners plus the
+Kafka offset they cover) in one MULTI/EXEC, and scripts touch several keys at once. ``~site`` stands for traffic
+with no partner (partner codes start with a letter or digit, so it cannot collide).
+
+PV and UV (first design document)::
+
+    {P}:pv:{code}:{yyyyMMddHHmm}     hash   self, tree, bot -> counts in the 5-minute bucket; gen -> batch id
+                                            that created the key (a key re-created after a flush is a new row)
+    {P}:pv:index                     zset   bucket keys, score yyyyMMddHHmm (what flush walks)
+    {P}:uv:{code}:{yyyyMMdd}:{scope} HLL    openids of the day; scope "self" or "tree"
+    {P}:uv:index:{yyyyMMdd}          set    the UV keys of that day
+    {P}:uv:days                      zset   days that have UV keys, score yyyyMMdd
+    {P}:offsets:{group}:{topic}      hash   Kafka partition -> next offset to read (moves with the counters)
+    {P}:deadletters                  hash   reason -> dead letters counted
+    {P}:lock:{name}                  string lock token (SET NX EX)
+    {P}:tmp:{token}                  any    scratch key for merges, deleted in the same round trip
+
+Rankings (second design document)::
+
+    {P}:rank:{window}:{scope}:slot:{epoch}  hash  partner code -> PV in that slot
+    {P}:rank:{window}:{scope}:slots         zset  slot keys, score slot start epoch
+    {P}:rank:{window}:{scope}:total         zset  partner code -> PV over the live slots
+
+Time series (third design document)::
+
+    {P}:series:known                 zset   "{precision}:{counter}" members, score 0
+    {P}:series:{precision}:{counter} hash   sample start epoch -> count
+    {P}:series:cleaned               hash   precision -> epoch of the last clean
+
+Logins (fourth design document)::
+
+    {P}:login:{type}:{user_id}:{yyyyMM}   bitmap  bit d = logged in on day d of the month (bit 0 unused)
+    {P}:login:day:{type}:{yyyyMMdd}       bitmap  bit u = user u logged in that day
+    {P}:login:index:{yyyyMM}              set     "{type}:{user_id}" that have a month key
+    {P}:login:months                      zset    months that have keys, score yyyyMM
+"""
+
+from stats.conf import stats_setting
+
+SITE = "~site"
+
+
+def prefix() -> str:
+    return "{" + stats_setting("KEY_PREFIX") + "}"
+
+
+# --- PV / UV ------------------------------------------------------------------------------------------
+
+
+def pv_bucket(code: str, stamp: str) -> str:
+    return f"{prefix()}:pv:{code}:{stamp}"
+
+
+def parse_pv_bucket(key: str) -> tuple[str, str]:
+    """Return ``(code, yyyyMMddHHmm)`` of a bucket key."""
+    code, stamp = key.rsplit(":", 2)[-2:]
+    return code, stamp
+
+
+def pv_index() -> str:
+    return f"{prefix()}:pv:index"
+
+
+def uv_day(code: str, day_stamp: str, scope: str) -> str:
+    return f"{prefix()}:uv:{code}:{day_stamp}:{scope}"
+
+
+def parse_uv_day(key: str) -> tuple[str, str, str]:
+    """Return ``(code, yyyyMMdd, scope)`` of a UV key."""
+    code, day_stamp, scope = key.rsplit(":", 3)[-3:]
+    return code, day_stamp, scope
+
+
+def uv_index(day_stamp: str) -> str:
+    return f"{prefix()}:uv:index:{day_stamp}"
+
+
+def uv_days() -> str:
+    return f"{prefix()}:uv:days"
+
+
+def offsets(group: str, topic: str) -> str:
+    return f"{prefix()}:offsets:{group}:{topic}"
+
+
+def dead_letter_counts() -> str:
+    return f"{prefix()}:deadletters"
+
+
+def lock(name: str) -> str:
+    return f"{prefix()}:lock:{name}"
+
+
+def scratch(token: str) -> str:
+    return f"{prefix()}:tmp:{token}"
+
+
+# --- Rankings -----------------------------------------------------------------------------------------
+
+
+def ranking_slot(window: str, scope: str, slot_epoch: int) -> str:
+    return f"{prefix()}:rank:{window}:{scope}:slot:{slot_epoch}"
+
+
+def ranking_slots(window: str, scope: str) -> str:
+    return f"{prefix()}:rank:{window}:{scope}:slots"
+
+
+def ranking_total(window: str, scope: str) -> str:
+    return f"{prefix()}:rank:{window}:{scope}:total"
+
+
+# --- Time series --------------------------------------------------------------------------------------
+
+
+def series_known() -> str:
+    return f"{prefix()}:series:known"
+
+
+def series_member(precision: int, counter: str) -> str:
+    return f"{precision}:{counter}"
+
+
+def series_hash(precision: int, counter: str) -> str:
+    return f"{prefix()}:series:{precision}:{counter}"
+
+
+def series_hash_of_member(member: str) -> str:
+    precision, counter = member.split(":", 1)
+    return series_hash(int(precision), counter)
+
+
+def series_cleaned() -> str:
+    return f"{prefix()}:series:cleaned"
+
+
+# --- Logins -------------------------------------------------------------------------------------------
+
+
+def login_month(user_type: str, user_id: int, month_stamp: str) -> str:
+    return f"{prefix()}:login:{user_type}:{user_id}:{month_stamp}"
+
+
+def login_day(user_type: str, day_stamp: str) -> str:
+    return f"{prefix()}:login:day:{user_type}:{day_stamp}"
+
+
+def login_index(month_stamp: str) -> str:
+    return f"{prefix()}:login:index:{month_stamp}"
+
+
+def login_months() -> str:
+    return f"{prefix()}:login:months"

@@ -1,0 +1,38 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from stats.conf import stats_setting
+from stats.consumer import StopFlag, consume_file, consume_kafka
+
+
+class Command(BaseCommand):
+    help = "Consume events (Kafka consumer group, or a JSON-lines file) into the archive and Redis counters."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--batch-size", type=int, default=stats_setting("CONSUMER_BATCH_SIZE"))
+        parser.add_argument(
+            "--exit-when-idle",
+            type=float,
+            metavar="SECONDS",
+            help="exit 0 after this long with no messages while holding partitions (drain the topic)",
+        )
+        parser.add_argument(
+            "--source", default="kafka", help="kafka (default) or file:PATH to replay JSON lines"
+        )
+
+    def handle(self, *args, batch_size: int, exit_when_idle: float | None, source: str, **options) -> None:
+        if batch_size < 1:
+            raise CommandError("--batch-size must be at least 1")
+        stop = StopFlag()
+        stop.install()
+        if source == "kafka":
+            result = consume_kafka(batch_size=batch_size, exit_when_idle=exit_when_idle, stop=stop)
+        elif source.startswith("file:"):
+            path = Path(source.removeprefix("file:"))
+            if not path.is_file():
+                raise CommandError(f"--source {source}: no such file")
+            result = consume_file(path, batch_size=batch_size, stop=stop)
+        else:
+            raise CommandError(f"--source must be kafka or file:PATH, not {source!r}")
+        self.stdout.write(result.summary())

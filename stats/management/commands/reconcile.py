@@ -1,0 +1,23 @@
+import datetime as dt
+
+from django.core.management.base import BaseCommand, CommandError
+
+from stats.locks import LockBusy
+from stats.reconcile import default_reconcile_day, reconcile
+
+
+class Command(BaseCommand):
+    help = "Recount one business day (default yesterday) exactly from the raw-event archive."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--date", help="YYYY-MM-DD (default: yesterday in the business time zone)")
+
+    def handle(self, *args, date: str | None, **options) -> None:
+        try:
+            day = dt.date.fromisoformat(date) if date else default_reconcile_day()
+        except ValueError as exc:
+            raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
+        try:
+            self.stdout.write(reconcile(day=day).summary())
+        except LockBusy as exc:
+            raise CommandError(str(exc)) from exc

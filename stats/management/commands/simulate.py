@@ -1,0 +1,46 @@
+import datetime as dt
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from stats.producer import send_to_kafka, write_to_file
+from stats.simulate import simulate_events
+from stats.timeutil import local_day
+
+
+class Command(BaseCommand):
+    help = "Generate synthetic traffic over the partner tree and print its exact ground truth."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--events", type=int, required=True)
+        parser.add_argument("--partners", type=int, help="use only the first P partners (by code)")
+        parser.add_argument("--users", type=int, default=1000, help="size of the openid pool")
+        parser.add_argument("--date", help="YYYY-MM-DD business day (default: today, up to now)")
+        parser.add_argument("--to", default="kafka", help="kafka (default) or file:PATH")
+        parser.add_argument("--seed", type=int, default=7)
+
+    def handle(self, *args, events: int, partners, users: int, date, to: str, seed: int, **options) -> None:
+        if events < 1 or users < 1:
+            raise CommandError("--events and --users must be at least 1")
+        now = timezone.now()
+        try:
+            day = dt.date.fromisoformat(date) if date else local_day(now)
+        except ValueError as exc:
+            raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
+
+        def progress(done: int) -> None:
+            self.stderr.write(f"generated {done}/{events} events")
+
+        values, truth = simulate_events(
+            events=events, day=day, users=users, partners=partners, seed=seed, until=now, progress=progress
+        )
+        if to == "kafka":
+            send_to_kafka(values, progress=lambda n: self.stderr.write(f"sent {n}/{len(values)} to Kafka"))
+        elif to.startswith("file:"):
+            write_to_file(Path(to.removeprefix("file:")), values)
+        else:
+            raise CommandError(f"--to must be kafka or file:PATH, not {to!r}")
+        for line in truth.table():
+            self.stdout.write(line)
+        self.stdout.write(f"{len(values)} events ({truth.bad} bad, {sum(truth.bot_pv.values())} bot) to {to}")

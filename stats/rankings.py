@@ -1,0 +1,2 @@
+def queue_rankings(pipe, views, *, now) -> None:
+    pass

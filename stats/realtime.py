@@ -1,0 +1,72 @@
+"""PV buckets and UV HyperLogLogs in Redis: queue a batch's increments, read what is not flushed yet."""
+
+import datetime as dt
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from stats import keys
+from stats.conf import stats_setting
+from stats.events import PageView
+from stats.timeutil import floor_local, local_day, stamp_day, stamp_minute
+
+SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"
+
+
+def bucket_start(moment: dt.datetime) -> dt.datetime:
+    return floor_local(moment, stats_setting("BUCKET_SECONDS"))
+
+
+def queue_page_views(pipe, views: Iterable[PageView], *, generation: str) -> None:
+    """Pre-aggregate ``views`` in memory and queue one command per distinct key on ``pipe``.
+
+    Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
+    bot traffic only in ``bot`` of its own partner. Traffic with no partner counts under ``keys.SITE``.
+    """
+    increments: Counter[tuple[str, str]] = Counter()
+    scores: dict[str, int] = {}
+    visitors: defaultdict[str, set[str]] = defaultdict(set)
+    uv_keys_by_day: defaultdict[str, set[str]] = defaultdict(set)
+    for view in views:
+        stamp = stamp_minute(bucket_start(view.ts))
+        chain = view.lineage.codes if view.lineage else (keys.SITE,)
+        own = chain[-1]
+        own_key = keys.pv_bucket(own, stamp)
+        scores[own_key] = int(stamp)
+        if view.is_bot:
+            increments[(own_key, BOT)] += 1
+            continue
+        increments[(own_key, SELF)] += 1
+        day = stamp_day(local_day(view.ts))
+        if view.openid:
+            visitors[keys.uv_day(own, day, SELF)].add(view.openid)
+        for code in chain:
+            tree_key = keys.pv_bucket(code, stamp)
+            scores[tree_key] = int(stamp)
+            increments[(tree_key, TREE)] += 1
+            if view.openid:
+                visitors[keys.uv_day(code, day, TREE)].add(view.openid)
+    for (key, field), amount in increments.items():
+        pipe.hincrby(key, field, amount)
+    for key in scores:
+        pipe.hsetnx(key, GEN, generation)
+    if scores:
+        pipe.zadd(keys.pv_index(), scores)
+    for key, openids in visitors.items():
+        pipe.pfadd(key, *openids)
+        day = keys.parse_uv_day(key)[1]
+        uv_keys_by_day[day].add(key)
+    for day, uv_keys in uv_keys_by_day.items():
+        pipe.sadd(keys.uv_index(day), *uv_keys)
+        pipe.zadd(keys.uv_days(), {day: int(day)})
+
+
+def read_buckets(client, code: str, starts: list[dt.datetime]) -> dict[dt.datetime, dict[str, str]]:
+    """Return the Redis hash of each of ``code``'s buckets that exists, by bucket start, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for start in starts:
+        pipe.hgetall(keys.pv_bucket(code, stamp_minute(start)))
+    return {
+        start: {field.decode(): value.decode() for field, value in values.items()}
+        for start, values in zip(starts, pipe.execute(), strict=True)
+        if values
+    }

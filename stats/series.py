@@ -1,0 +1,2 @@
+def queue_series(pipe, views) -> None:
+    pass
