@@ -87,7 +87,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that tests spanning processes (the consumer run as a real process) share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / "test-db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 

@@ -4,6 +4,8 @@ import datetime as dt
 
 from rest_framework.exceptions import ValidationError
 
+from stats.timeutil import business_tz
+
 
 def date_param(params, name: str, *, default: dt.date | None = None) -> dt.date:
     raw = params.get(name)
@@ -45,3 +47,15 @@ def choice_param(params, name: str, *, choices, default: str | None = None) -> s
     if raw not in choices:
         raise ValidationError({name: f"{name} must be one of {', '.join(map(str, choices))}, not {raw!r}."})
     return raw
+
+
+def datetime_param(params, name: str, *, default: dt.datetime) -> dt.datetime:
+    """An ISO-8601 date or datetime; without an offset it is business time."""
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        moment = dt.datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise ValidationError({name: f"{name} must be an ISO-8601 date or datetime, not {raw!r}."}) from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=business_tz())

@@ -1,0 +1,57 @@
+"""One contract, two archive backends: the SQL table and MongoDB (in-process on mongomock)."""
+
+import datetime as dt
+
+import pytest
+
+from partners.selectors import partner_lineages
+from stats.archive import MongoArchive, SqlArchive
+from stats.events import parse_event
+from tests.factories import at, create_tree, pv_event
+
+pytestmark = pytest.mark.django_db
+
+NOON = at("2026-11-21 12:00")
+
+
+@pytest.fixture(params=["sql", "mongo"])
+def archive(request):
+    if request.param == "sql":
+        return SqlArchive()
+    # A fresh in-process database per test.
+    return MongoArchive("mongomock://localhost", f"cps_test_{id(request)}")
+
+
+def events(*values: bytes):
+    lineages = partner_lineages()
+    return [parse_event(v, lineages=lineages, now=NOON + dt.timedelta(days=1)) for v in values]
+
+
+def test_storing_an_event_twice_keeps_one(archive):
+    create_tree()
+    batch = events(pv_event(NOON, "A1", event_id="same"), pv_event(NOON, "A2", event_id="other"))
+    archive.store(batch)
+    archive.store(batch)
+    assert archive.count_stored() == 2
+
+
+def test_day_counts_are_exact_per_partner_and_subtree(archive):
+    create_tree()
+    archive.store(
+        events(
+            pv_event(NOON, "A1a", "u1"),
+            pv_event(NOON, "A1a", "u1"),
+            pv_event(NOON, "A1", "u2"),
+            pv_event(NOON, "A2", "u1"),
+            pv_event(NOON, "A2", "u3", ua="Baiduspider"),
+            pv_event(NOON, None, "u7"),
+            pv_event(NOON, "B", ""),
+            pv_event(at("2026-11-22 00:00"), "A1", "u9"),  # next business day
+        )
+    )
+    counts = archive.count_day(dt.date(2026, 11, 21))
+    assert counts.pv_tree == {"A": 4, "A1": 3, "A1a": 2, "A2": 1, "B": 1}
+    assert counts.uv_tree == {"A": 2, "A1": 2, "A1a": 1, "A2": 1, "B": 0}
+    assert counts.pv_self == {"A1a": 2, "A1": 1, "A2": 1, "": 1, "B": 1}
+    assert counts.uv_self == {"A1a": 1, "A1": 1, "A2": 1, "": 1, "B": 0}
+    assert counts.bot_pv == {"A2": 1}

@@ -1,0 +1,101 @@
+"""``manage.py consume`` as a real process against the real broker, Redis and database, crashes included."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.utils import timezone
+
+from stats.archive import get_archive
+from stats.flush import flush
+from stats.models import DailyStat, DeadLetter
+from stats.producer import send_to_kafka
+from stats.simulate import simulate_events
+from stats.timeutil import local_day
+from tests.conftest import ROOT, subprocess_env
+from tests.factories import create_tree
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
+
+
+def consume(settings, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    env = subprocess_env(settings, **({"CPS_FAULT_KILL": fault} if fault else {}))
+    return subprocess.run(
+        [sys.executable, "manage.py", "consume", "--exit-when-idle", "2", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def produce_day(*, events: int, users: int, seed: int = 5):
+    values, truth = simulate_events(
+        events=events,
+        day=local_day(timezone.now()),
+        users=users,
+        until=timezone.now(),
+        seed=seed,
+        bad_share=0.01,
+    )
+    send_to_kafka(values)
+    return values, truth
+
+
+def realtime_by_code() -> dict[str, DailyStat]:
+    today = local_day(timezone.now())
+    return {(row.partner.code if row.partner else ""): row for row in DailyStat.objects.filter(date=today)}
+
+
+def test_consume_drains_topic_and_counts_every_partner_exactly(kafka_settings):
+    create_tree()
+    values, truth = produce_day(events=40_000, users=5000)
+    run = consume(kafka_settings, "--batch-size", "2000")
+    assert run.returncode == 0, run.stderr[-2000:]
+    flush(include_open=True)
+    rows = realtime_by_code()
+    for code in truth.pv:
+        assert (rows[code].pv, rows[code].pv_self) == (truth.pv[code], truth.pv_self[code]), code
+        true_uv = len(truth.users[code])
+        assert abs(rows[code].uv - true_uv) <= max(2, 0.02 * true_uv), (code, rows[code].uv, true_uv)
+    assert len(truth.users["A"]) > 4900  # the root sees (nearly) the whole 5,000-user pool
+    assert DeadLetter.objects.count() == truth.bad
+    assert get_archive().count_stored() == len(values) - truth.bad
+
+
+@pytest.mark.parametrize("fault", ["after_archive:2", "after_redis:4", "after_commit:3"])
+def test_consumer_killed_mid_stream_counts_every_event_once_after_restart(kafka_settings, fault):
+    create_tree()
+    values, truth = produce_day(events=6000, users=300, seed=9)
+    crashed = consume(kafka_settings, "--batch-size", "250", fault=fault)
+    assert crashed.returncode == -signal.SIGKILL
+    restarted = consume(kafka_settings, "--batch-size", "250")
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    flush(include_open=True)
+    rows = realtime_by_code()
+    assert {code: rows[code].pv for code in truth.pv} == dict(truth.pv)
+    assert get_archive().count_stored() == len(values) - truth.bad
+    assert DeadLetter.objects.count() == truth.bad
+
+
+def test_sigterm_finishes_the_batch_and_exits_zero(kafka_settings):
+    create_tree()
+    produce_day(events=500, users=50)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "consume"],
+        cwd=ROOT,
+        env=subprocess_env(kafka_settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while get_archive().count_stored() == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err[-2000:]
+    assert "counted" in out
