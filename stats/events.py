@@ -6,8 +6,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from django.conf import settings
-
+from loginlog.validation import LoginRejected, validate_login
 from partners.selectors import Lineage
 from stats.conf import stats_setting
 from stats.models import DeadLetter
@@ -151,19 +150,11 @@ def _page_view(payload: dict, *, event_id: str, ts: dt.datetime, lineages: dict[
 
 
 def _login(payload: dict, *, event_id: str, ts: dt.datetime) -> Login:
-    user_type = payload.get("user_type")
-    if user_type in (None, ""):
-        raise Rejected(Reason.MISSING_FIELD, "user_type is missing")
-    if user_type not in settings.CPS_LOGINS["USER_TYPES"]:
-        raise Rejected(
-            Reason.BAD_FIELD,
-            f"user_type {str(user_type)[:32]!r} is not one of {settings.CPS_LOGINS['USER_TYPES']}",
+    try:
+        user_type, user_id = validate_login(
+            user_type=payload.get("user_type"), user_id=payload.get("user_id")
         )
-    user_id = payload.get("user_id")
-    if isinstance(user_id, str) and user_id.isdigit():
-        user_id = int(user_id)
-    if not isinstance(user_id, int) or isinstance(user_id, bool) or user_id < 0 or user_id >= 2**32:
-        raise Rejected(
-            Reason.BAD_FIELD, f"user_id must be an integer from 0 to 2^32-1, not {str(user_id)[:32]!r}"
-        )
+    except LoginRejected as exc:
+        reason = Reason.MISSING_FIELD if payload.get("user_type") in (None, "") else Reason.BAD_FIELD
+        raise Rejected(reason, str(exc)) from exc
     return Login(event_id=event_id, ts=ts, user_type=user_type, user_id=user_id, payload=payload)

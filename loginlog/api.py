@@ -1,0 +1,92 @@
+import calendar
+import datetime as dt
+
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from loginlog.selectors import active_counts, active_user_ids, active_users, login_days
+from loginlog.services import login_record
+from loginlog.validation import LoginRejected, user_types, validate_login
+from stats.params import choice_param, date_param, date_range_params
+from stats.timeutil import local_day
+
+
+def _today() -> dt.date:
+    return local_day(timezone.now())
+
+
+@api_view(["POST"])
+@permission_classes([IsAdminUser])
+def record_login(request: Request) -> Response:
+    """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens only."""
+    data = request.data
+    try:
+        user_type, user_id = validate_login(user_type=data.get("user_type"), user_id=data.get("user_id"))
+    except LoginRejected as exc:
+        field = "user_type" if "user_type" in str(exc) else "user_id"
+        raise ValidationError({field: str(exc)}) from exc
+    day = date_param(data, "date", default=_today())
+    login_record(user_type=user_type, user_id=user_id, day=day)
+    return Response(
+        {"user_type": user_type, "user_id": user_id, "date": day.isoformat()}, status=status.HTTP_201_CREATED
+    )
+
+
+def _range(params) -> tuple[dt.date, dt.date]:
+    """``?month=YYYY-MM`` or ``?start=&end=`` (default: this month so far)."""
+    if params.get("month"):
+        try:
+            first = dt.date.fromisoformat(params["month"] + "-01")
+        except ValueError as exc:
+            raise ValidationError({"month": "month must be YYYY-MM."}) from exc
+        return first, first.replace(day=calendar.monthrange(first.year, first.month)[1])
+    today = _today()
+    return date_range_params(params, default_start=today.replace(day=1), default_end=today, max_days=3660)
+
+
+@api_view(["GET"])
+@permission_classes([IsAdminUser])
+def user_logins(request: Request, user_type: str, user_id: str) -> Response:
+    """Whether, and on which days, one user logged in within the range."""
+    try:
+        user_type, uid = validate_login(user_type=user_type, user_id=user_id)
+    except LoginRejected as exc:
+        raise ValidationError({"user_type" if "user_type" in str(exc) else "user_id": str(exc)}) from exc
+    start, end = _range(request.query_params)
+    days = login_days(user_type=user_type, user_id=uid, start=start, end=end)
+    return Response({"logged_in": bool(days), "days": [d.isoformat() for d in days]})
+
+
+@api_view(["GET"])
+@permission_classes([IsAdminUser])
+def active(request: Request) -> Response:
+    """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type."""
+    params = request.query_params
+    start, end = _range(params)
+    if params.get("user_type"):
+        user_type = choice_param(params, "user_type", choices=user_types())
+        results: list = active_user_ids(user_type=user_type, start=start, end=end)
+    else:
+        results = [{"user_type": t, "user_id": u} for t, u in active_users(start=start, end=end)]
+    paginator = PageNumberPagination()
+    paginator.page_size = 1000
+    page = paginator.paginate_queryset(results, request)
+    return paginator.get_paginated_response(page)
+
+
+@api_view(["GET"])
+@permission_classes([IsAdminUser])
+def counts(request: Request) -> Response:
+    """DAU, WAU and MAU of one user type for the day (default today)."""
+    params = request.query_params
+    user_type = choice_param(params, "user_type", choices=user_types())
+    day = date_param(params, "date", default=_today())
+    return Response(
+        {"user_type": user_type, "date": day.isoformat(), **active_counts(user_type=user_type, day=day)}
+    )

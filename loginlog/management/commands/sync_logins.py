@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from loginlog.services import sync_logins
+from stats.locks import LockBusy
+
+
+class Command(BaseCommand):
+    help = (
+        "Sync login bitmaps to LoginMonth and expire Redis login keys past retention (the weekly job), now."
+    )
+
+    def handle(self, *args, **options) -> None:
+        try:
+            self.stdout.write(sync_logins().summary())
+        except LockBusy as exc:
+            raise CommandError(str(exc)) from exc

@@ -1,0 +1,137 @@
+"""The seven login queries of the fourth design document, plus DAU/WAU/MAU.
+
+Redis is read first; a month (per user) or a day (per population) that Redis no longer holds comes from
+``LoginMonth``. Range edges are exact: every answer is masked to the days from ``start`` to ``end`` inclusive.
+"""
+
+import calendar
+import datetime as dt
+import uuid
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+from django_redis import get_redis_connection
+
+from loginlog.models import LoginMonth
+from loginlog.realtime import day_stamp, month_bits_to_mask, month_stamp, set_bits
+from loginlog.validation import user_types
+from stats import keys
+from stats.timeutil import local_day
+
+
+def _months(start: dt.date, end: dt.date) -> list[dt.date]:
+    months, current = [], start.replace(day=1)
+    while current <= end:
+        months.append(current)
+        current = (current + dt.timedelta(days=32)).replace(day=1)
+    return months
+
+
+def _range_mask(month: dt.date, start: dt.date, end: dt.date) -> int:
+    """Bits (d-1) for the days of ``month`` that fall within [start, end]."""
+    last = calendar.monthrange(month.year, month.month)[1]
+    first_day = start.day if (start.year, start.month) == (month.year, month.month) else 1
+    last_day = end.day if (end.year, end.month) == (month.year, month.month) else last
+    return sum(1 << (d - 1) for d in range(first_day, last_day + 1))
+
+
+def login_days(*, user_type: str, user_id: int, start: dt.date, end: dt.date) -> list[dt.date]:
+    """Query 5: the days from ``start`` to ``end`` the user logged in."""
+    months = _months(start, end)
+    client = get_redis_connection("default")
+    pipe = client.pipeline(transaction=False)
+    for month in months:
+        pipe.get(keys.login_month(user_type, user_id, month_stamp(month)))
+    masks = {
+        month: month_bits_to_mask(bitmap)
+        for month, bitmap in zip(months, pipe.execute(), strict=True)
+        if bitmap
+    }
+    missing = [m for m in months if m not in masks]
+    if missing:
+        rows = LoginMonth.objects.filter(user_type=user_type, user_id=user_id, month__in=missing)
+        masks.update(dict(rows.values_list("month", "days")))
+    days = []
+    for month in months:
+        mask = masks.get(month, 0) & _range_mask(month, start, end)
+        days.extend(month.replace(day=d) for d in range(1, 32) if mask >> (d - 1) & 1)
+    return days
+
+
+def logged_in_between(*, user_type: str, user_id: int, start: dt.date, end: dt.date) -> bool:
+    """Query 4: did the user log in at all from ``start`` to ``end``."""
+    return bool(login_days(user_type=user_type, user_id=user_id, start=start, end=end))
+
+
+def logged_in_on(*, user_type: str, user_id: int, day: dt.date) -> bool:
+    """Query 2: did the user log in on ``day``."""
+    return logged_in_between(user_type=user_type, user_id=user_id, start=day, end=day)
+
+
+def logged_in_in_month(*, user_type: str, user_id: int, year: int, month: int) -> bool:
+    """Query 3: did the user log in during the month."""
+    first = dt.date(year, month, 1)
+    last = first.replace(day=calendar.monthrange(year, month)[1])
+    return logged_in_between(user_type=user_type, user_id=user_id, start=first, end=last)
+
+
+def retention_cutoff(today: dt.date | None = None) -> dt.date:
+    """The oldest day whose login keys the weekly sync keeps in Redis."""
+    days = max(31, int(settings.CPS_LOGINS["RETENTION_DAYS"]))
+    return (today or local_day(timezone.now())) - dt.timedelta(days=days)
+
+
+def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int]:
+    """Query 6: the ids of users of ``user_type`` who logged in from ``start`` to ``end``, ascending.
+
+    One BITOP OR over the day bitmaps Redis holds; days whose bitmap has expired come from ``LoginMonth``.
+    """
+    client = get_redis_connection("default")
+    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    day_keys = [keys.login_day(user_type, day_stamp(d)) for d in days]
+    pipe = client.pipeline(transaction=False)
+    for key in day_keys:
+        pipe.exists(key)
+    present = pipe.execute()
+    in_redis = [key for key, exists in zip(day_keys, present, strict=True) if exists]
+    ids: set[int] = set()
+    if in_redis:
+        scratch = keys.scratch(uuid.uuid4().hex)
+        pipe = client.pipeline(transaction=True)
+        pipe.bitop("OR", scratch, *in_redis)
+        pipe.get(scratch)
+        pipe.delete(scratch)
+        ids.update(set_bits(pipe.execute()[1] or b""))
+    cutoff = retention_cutoff()
+    expired = [d for d, exists in zip(days, present, strict=True) if not exists and d < cutoff]
+    if expired:
+        ids.update(_ids_from_sql(user_type=user_type, days=expired))
+    return sorted(ids)
+
+
+def _ids_from_sql(*, user_type: str, days: list[dt.date]) -> set[int]:
+    masks: dict[dt.date, int] = {}
+    for day in days:
+        month = day.replace(day=1)
+        masks[month] = masks.get(month, 0) | 1 << (day.day - 1)
+    ids: set[int] = set()
+    for month, mask in masks.items():
+        rows = LoginMonth.objects.filter(user_type=user_type, month=month).annotate(
+            hit=F("days").bitand(mask)
+        )
+        ids.update(rows.filter(hit__gt=0).values_list("user_id", flat=True))
+    return ids
+
+
+def active_users(*, start: dt.date, end: dt.date) -> list[tuple[str, int]]:
+    """Query 7: every user of every type who logged in from ``start`` to ``end``."""
+    return [(t, uid) for t in user_types() for uid in active_user_ids(user_type=t, start=start, end=end)]
+
+
+def active_counts(*, user_type: str, day: dt.date) -> dict[str, int]:
+    """DAU, WAU and MAU of ``user_type`` for the day, week and 30 days ending on ``day``."""
+    return {
+        name: len(active_user_ids(user_type=user_type, start=day - dt.timedelta(days=span - 1), end=day))
+        for name, span in (("dau", 1), ("wau", 7), ("mau", 30))
+    }
