@@ -5,24 +5,43 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from partners.models import Partner
 from partners.services import partners_import_csv
+from stats.consumer import StopFlag, consume_file
+from stats.flush import flush
+from stats.models import DailyStat
+from stats.producer import write_to_file
+from stats.simulate import simulate_events
+from stats.timeutil import local_day
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_PARTNERS = Path(settings.BASE_DIR) / "sample" / "partners.csv"
 DEMO_USER = ("demo", "demo")
+DEMO_EVENTS = 50_000
 
 
 def seed_demo() -> str:
-    """Load the sample tree and the demo superuser when missing; return a one-line summary."""
+    """Load the sample tree, the demo superuser and today's synthetic traffic when missing; return a summary."""
     loaded = 0
     if not Partner.objects.exists():
         loaded = len(partners_import_csv(text=SAMPLE_PARTNERS.read_text(encoding="utf-8")))
     user_model = get_user_model()
     if not user_model.objects.filter(username=DEMO_USER[0]).exists():
         user_model.objects.create_superuser(DEMO_USER[0], "demo@example.com", DEMO_USER[1])
+    now = timezone.now()
+    traffic = "kept"
+    if not DailyStat.objects.filter(date=local_day(now)).exists():
+        # The same path production takes, replayed from a file: parse, archive, Redis, then flush to SQL.
+        path = settings.RUN_DIR / f"demo-events-{local_day(now):%Y%m%d}.jsonl"
+        values, _ = simulate_events(events=DEMO_EVENTS, day=local_day(now), users=8000, until=now)
+        write_to_file(path, values)
+        result = consume_file(path, batch_size=2000, stop=StopFlag())
+        flush(include_open=True)
+        traffic = result.summary()
     return (
-        f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser: {DEMO_USER[0]}/{DEMO_USER[1]}"
+        f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser {DEMO_USER[0]}/{DEMO_USER[1]}; "
+        f"today's traffic: {traffic}"
     )
