@@ -19,9 +19,9 @@ BAD_EVENTS = [
     b"{not json",
     b"\xff\xfe\x00garbage",
     b'["a", "list"]',
-    b'{"type": "pv", "ts": 1763690592000}',
-    b'{"event_id": "bad-type", "type": "click", "ts": 1763690592000}',
-    b'{"event_id": "bad-partner", "type": "pv", "ts": 1763690592000, "partner": "NOPE"}',
+    b'{"type": "pv", "ts": %d}',
+    b'{"event_id": "bad-type", "type": "click", "ts": %d}',
+    b'{"event_id": "bad-partner", "type": "pv", "ts": %d, "partner": "NOPE"}',
 ]
 
 
@@ -89,11 +89,12 @@ def simulate_events(
     for n in range(events):
         if progress and n and n % 100_000 == 0:
             progress(n)
+        ts = start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
         if rng.random() < bad_share:
-            values.append(rng.choice(BAD_EVENTS))
+            bad = rng.choice(BAD_EVENTS)
+            values.append(bad % int(ts.timestamp() * 1000) if b"%d" in bad else bad)
             truth.bad += 1
             continue
-        ts = start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
         lineage = None
         if lineages and rng.random() >= unattributed_share:
             lineage = rng.choices(lineages, weights)[0]
