@@ -37,7 +37,9 @@ def main(events: int) -> None:
     latencies = []
     with Timer() as pipeline_timer:
         for n, start in enumerate(range(0, len(values), BATCH)):
-            messages = [Message("bench", n % 3, start + i, v) for i, v in enumerate(values[start : start + BATCH])]
+            messages = [
+                Message("bench", n % 3, start + i, v) for i, v in enumerate(values[start : start + BATCH])
+            ]
             with Timer() as batch_timer:
                 process_batch(messages, group=f"bench-{now.timestamp()}", directory=directory, now=now)
             latencies.append(batch_timer.seconds * 1000)
@@ -64,8 +66,12 @@ def main(events: int) -> None:
     clear_prefix()
 
     print(f"events: {len(values)}  batch size: {BATCH}")
-    print(f"pipeline  : {len(values) / pipeline_timer.seconds:10.0f} events/s   p95 batch {p95(latencies):7.1f} ms")
-    print(f"baseline  : {len(values) / naive_timer.seconds:10.0f} events/s   (one round trip per counter, no archive)")
+    print(
+        f"pipeline  : {len(values) / pipeline_timer.seconds:10.0f} events/s   p95 batch {p95(latencies):7.1f} ms"
+    )
+    print(
+        f"baseline  : {len(values) / naive_timer.seconds:10.0f} events/s   (one round trip per counter, no archive)"
+    )
     print(f"speed-up  : {naive_timer.seconds / pipeline_timer.seconds:10.1f}x   peak RSS {rss_mb():.0f} MB")
     print("target    :        360 events/s peak load from the design document")
 

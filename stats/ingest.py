@@ -90,6 +90,7 @@ def process_batch(
     directory = directory or PartnerDirectory()
     result = BatchResult()
     lineages = directory.lineages()
+    refreshed = False
     events_by_partition: defaultdict[tuple[str, int], list[Event]] = defaultdict(list)
     dead_by_partition: defaultdict[tuple[str, int], Counter[str]] = defaultdict(Counter)
     next_offsets: dict[tuple[str, int], int] = {}
@@ -101,10 +102,10 @@ def process_batch(
             try:
                 event = parse_event(message.value, lineages=lineages, now=now)
             except Rejected as rejected:
-                if rejected.reason != Reason.UNKNOWN_PARTNER:
+                if rejected.reason != Reason.UNKNOWN_PARTNER or refreshed:
                     raise
-                # The partner may have been created since the cache was loaded: look once more.
-                lineages = directory.lineages(force=True)
+                # The partner may have been created since the cache was loaded: reload once per batch.
+                lineages, refreshed = directory.lineages(force=True), True
                 event = parse_event(message.value, lineages=lineages, now=now)
         except Rejected as rejected:
             dead_by_partition[where][rejected.reason] += 1
