@@ -73,10 +73,13 @@ def test_idle_window_rotates_to_empty_after_days():
     assert totals == slots == {}
 
 
+# Writer threads use their own database connections: the partners must be committed for them to see.
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_and_rotations_keep_totals_equal_to_live_slots():
     create_tree()
     base = at("2026-11-21 10:00")
     errors: list[BaseException] = []
+    counted: list[int] = []
 
     def writer(seed: int) -> None:
         rng = random.Random(seed)
@@ -87,7 +90,7 @@ def test_concurrent_writers_and_rotations_keep_totals_equal_to_live_slots():
                     pv_event(now - dt.timedelta(minutes=rng.randrange(90)), rng.choice(CODES))
                     for _ in range(40)
                 ]
-                feed(batch, now=now, partition=seed)
+                counted.append(feed(batch, now=now, partition=seed).counted)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:
@@ -108,6 +111,8 @@ def test_concurrent_writers_and_rotations_keep_totals_equal_to_live_slots():
     for t in threads:
         t.join()
     assert not errors
+    assert sum(counted) == 4 * 30 * 40
+    assert live_slot_sums(window="24h", scope="tree")[0]
     for window in windows():
         for scope in ("tree", "self"):
             totals, slots = live_slot_sums(window=window, scope=scope)
