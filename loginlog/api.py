@@ -29,8 +29,7 @@ def record_login(request: Request) -> Response:
     try:
         user_type, user_id = validate_login(user_type=data.get("user_type"), user_id=data.get("user_id"))
     except LoginRejected as exc:
-        field = "user_type" if "user_type" in str(exc) else "user_id"
-        raise ValidationError({field: str(exc)}) from exc
+        raise ValidationError({exc.field: str(exc)}) from exc
     day = date_param(data, "date", default=_today())
     login_record(user_type=user_type, user_id=user_id, day=day)
     return Response(
@@ -57,7 +56,7 @@ def user_logins(request: Request, user_type: str, user_id: str) -> Response:
     try:
         user_type, uid = validate_login(user_type=user_type, user_id=user_id)
     except LoginRejected as exc:
-        raise ValidationError({"user_type" if "user_type" in str(exc) else "user_id": str(exc)}) from exc
+        raise ValidationError({exc.field: str(exc)}) from exc
     start, end = _range(request.query_params)
     days = login_days(user_type=user_type, user_id=uid, start=start, end=end)
     return Response({"logged_in": bool(days), "days": [d.isoformat() for d in days]})

@@ -10,19 +10,7 @@ from collections.abc import Iterable
 
 from stats import keys
 from stats.events import Login
-from stats.timeutil import local_day
-
-
-def month_stamp(day: dt.date) -> str:
-    return day.strftime("%Y%m")
-
-
-def day_stamp(day: dt.date) -> str:
-    return day.strftime("%Y%m%d")
-
-
-def month_start(stamp: str) -> dt.date:
-    return dt.date(int(stamp[:4]), int(stamp[4:]), 1)
+from stats.timeutil import local_day, stamp_day, stamp_month
 
 
 def month_bits_to_mask(bitmap: bytes | None) -> int:
@@ -55,8 +43,8 @@ def queue_logins(pipe, logins: Iterable[Login]) -> None:
 
 
 def queue_login(pipe, *, user_type: str, user_id: int, day: dt.date) -> None:
-    month = month_stamp(day)
+    month = stamp_month(day)
     pipe.setbit(keys.login_month(user_type, user_id, month), day.day, 1)
-    pipe.setbit(keys.login_day(user_type, day_stamp(day)), user_id, 1)
+    pipe.setbit(keys.login_day(user_type, stamp_day(day)), user_id, 1)
     pipe.sadd(keys.login_index(month), f"{user_type}:{user_id}")
     pipe.zadd(keys.login_months(), {month: int(month)})

@@ -14,10 +14,10 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from loginlog.models import LoginMonth
-from loginlog.realtime import day_stamp, month_bits_to_mask, month_stamp, set_bits
+from loginlog.realtime import month_bits_to_mask, set_bits
 from loginlog.validation import user_types
 from stats import keys
-from stats.timeutil import local_day
+from stats.timeutil import local_day, stamp_day, stamp_month
 
 
 def _months(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -42,7 +42,7 @@ def login_days(*, user_type: str, user_id: int, start: dt.date, end: dt.date) ->
     client = get_redis_connection("default")
     pipe = client.pipeline(transaction=False)
     for month in months:
-        pipe.get(keys.login_month(user_type, user_id, month_stamp(month)))
+        pipe.get(keys.login_month(user_type, user_id, stamp_month(month)))
     masks = {
         month: month_bits_to_mask(bitmap)
         for month, bitmap in zip(months, pipe.execute(), strict=True)
@@ -89,7 +89,7 @@ def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int
     """
     client = get_redis_connection("default")
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
-    day_keys = [keys.login_day(user_type, day_stamp(d)) for d in days]
+    day_keys = [keys.login_day(user_type, stamp_day(d)) for d in days]
     pipe = client.pipeline(transaction=False)
     for key in day_keys:
         pipe.exists(key)

@@ -9,12 +9,12 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from loginlog.models import LoginMonth
-from loginlog.realtime import month_bits_to_mask, month_start, queue_login
+from loginlog.realtime import month_bits_to_mask, queue_login
 from loginlog.selectors import retention_cutoff
 from loginlog.validation import user_types, validate_login
 from stats import keys
 from stats.locks import redis_lock
-from stats.timeutil import local_day
+from stats.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class SyncResult:
 
 
 def _read_month(client, month: dt.date, members: list[bytes]) -> list[tuple[str, int, bytes]]:
-    stamp = month.strftime("%Y%m")
+    stamp = stamp_month(month)
     parsed = []
     for member in members:
         user_type, user_id = member.decode().split(":")
@@ -88,7 +88,7 @@ def _upsert_months(month: dt.date, bitmaps: list[tuple[str, int, bytes]]) -> int
 def _walk_month(client, month: dt.date):
     """Yield chunks of the month's index members (SSCAN, never KEYS)."""
     chunk = []
-    for member in client.sscan_iter(keys.login_index(month.strftime("%Y%m")), count=CHUNK):
+    for member in client.sscan_iter(keys.login_index(stamp_month(month)), count=CHUNK):
         chunk.append(member)
         if len(chunk) >= CHUNK:
             yield chunk
@@ -109,7 +109,7 @@ def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
                 result.synced_rows += _upsert_months(month, _read_month(client, month, members))
         cutoff = retention_cutoff(today)
         for stamp in client.zrangebyscore(keys.login_months(), "-inf", "+inf"):
-            month = month_start(stamp.decode())
+            month = parse_stamp_month(stamp.decode())
             next_month = (month + dt.timedelta(days=32)).replace(day=1)
             if next_month > cutoff:
                 continue  # some day of this month is still within retention
@@ -120,7 +120,7 @@ def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
 
 def _expire_month(client, month: dt.date) -> int:
     """Make sure every user-month of ``month`` is in MySQL, then delete its Redis keys, logging each first."""
-    stamp = month.strftime("%Y%m")
+    stamp = stamp_month(month)
     delete = client.register_script(_DELETE_IF_UNCHANGED)
     deleted = 0
     for members in _walk_month(client, month):
@@ -145,7 +145,7 @@ def _expire_month(client, month: dt.date) -> int:
         day = month
         day_keys = []
         while day.month == month.month:
-            day_keys += [keys.login_day(t, day.strftime("%Y%m%d")) for t in user_types()]
+            day_keys += [keys.login_day(t, stamp_day(day)) for t in user_types()]
             day += dt.timedelta(days=1)
         logger.info("expiring the day bitmaps of %s (%d keys)", stamp, len(day_keys))
         deleted += client.delete(*day_keys)

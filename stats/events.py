@@ -155,6 +155,5 @@ def _login(payload: dict, *, event_id: str, ts: dt.datetime) -> Login:
             user_type=payload.get("user_type"), user_id=payload.get("user_id")
         )
     except LoginRejected as exc:
-        reason = Reason.MISSING_FIELD if payload.get("user_type") in (None, "") else Reason.BAD_FIELD
-        raise Rejected(reason, str(exc)) from exc
+        raise Rejected(Reason.MISSING_FIELD if exc.missing else Reason.BAD_FIELD, str(exc)) from exc
     return Login(event_id=event_id, ts=ts, user_type=user_type, user_id=user_id, payload=payload)

@@ -48,6 +48,15 @@ def stamp_day(day: dt.date) -> str:
     return day.strftime("%Y%m%d")
 
 
+def stamp_month(day: dt.date) -> str:
+    return day.strftime("%Y%m")
+
+
+def parse_stamp_month(stamp: str) -> dt.date:
+    """First day of the ``yyyyMM`` month."""
+    return dt.date(int(stamp[:4]), int(stamp[4:6]), 1)
+
+
 def parse_stamp_minute(stamp: str) -> dt.datetime:
     return dt.datetime.strptime(stamp, "%Y%m%d%H%M").replace(tzinfo=business_tz())
 
