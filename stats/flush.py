@@ -25,8 +25,8 @@ from stats import faults, keys
 from stats.conf import stats_setting
 from stats.locks import redis_lock
 from stats.models import BucketStat, DailyStat
-from stats.realtime import BOT, GEN, SELF, TREE, bucket_start
-from stats.timeutil import day_bounds, local_day, parse_stamp_day, parse_stamp_minute, stamp_minute
+from stats.realtime import BOT, GEN, SELF, TREE, bucket_start, queue_hll_union
+from stats.timeutil import day_bounds, local_day, parse_stamp_day, parse_stamp_minute, stamp_day, stamp_minute
 from stats.upsert import upsert_rows
 
 logger = logging.getLogger(__name__)
@@ -133,24 +133,19 @@ def _read_hlls(client, ids: dict[str, int | None]) -> list[HllRead]:
         chunk = uv_keys[start : start + CHUNK]
         pipe = client.pipeline(transaction=True)
         scratch = keys.scratch(uuid.uuid4().hex)
+        skips = []
         for key, code, day, scope in chunk:
-            previous = stored.get((ids.get(code, -1), day, scope))
             pipe.get(key)
-            pipe.delete(scratch)
-            if previous:
-                pipe.set(scratch, bytes(previous))
-            pipe.pfmerge(scratch, key)
+            previous = stored.get((ids.get(code, -1), day, scope))
+            skips.append(queue_hll_union(pipe, scratch, blobs=[previous], sources=[key]))
             pipe.get(scratch)
             pipe.pfcount(scratch)
         pipe.delete(scratch)
-        replies = iter(pipe.execute())
-        for key, code, day, scope in chunk:
-            current = next(replies)
-            next(replies)  # delete
-            if stored.get((ids.get(code, -1), day, scope)):
-                next(replies)  # set
-            next(replies)  # pfmerge
-            merged, count = next(replies), next(replies)
+        replies, position = pipe.execute(), 0
+        for (key, code, day, scope), skip in zip(chunk, skips, strict=True):
+            current = replies[position]
+            merged, count = replies[position + 1 + skip], replies[position + 2 + skip]
+            position += skip + 3
             reads.append(HllRead(key, code, day, scope, current or b"", merged, count))
     return reads
 
@@ -251,7 +246,7 @@ def _delete_settled(
             delete_bucket(keys=[b.key, keys.pv_index()], args=expected, client=pipe)
     for h in hlls:
         if _day_settled(h.day, now):
-            day_stamp = h.day.strftime("%Y%m%d")
+            day_stamp = stamp_day(h.day)
             delete_hll(
                 keys=[h.key, keys.uv_index(day_stamp), keys.uv_days()],
                 args=[h.current, day_stamp],

@@ -16,7 +16,7 @@ PV and UV (first design document)::
     {P}:offsets:{group}:{topic}      hash   Kafka partition -> next offset to read (moves with the counters)
     {P}:deadletters                  hash   reason -> dead letters counted
     {P}:lock:{name}                  string lock token (SET NX EX)
-    {P}:tmp:{token}                  any    scratch key for merges, deleted in the same round trip
+    {P}:tmp:{token}[:{part}]         any    scratch keys for merges, deleted in the same round trip
 
 Rankings (second design document)::
 
@@ -96,6 +96,11 @@ def lock(name: str) -> str:
 
 def scratch(token: str) -> str:
     return f"{prefix()}:tmp:{token}"
+
+
+def scratch_part(scratch_key: str, part: int) -> str:
+    """A second scratch key beside ``scratch_key`` (PFMERGE takes stored HLL bytes only from keys)."""
+    return f"{scratch_key}:{part}"
 
 
 # --- Rankings -----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """PV buckets and UV HyperLogLogs in Redis: queue a batch's increments, read what is not flushed yet."""
 
 import datetime as dt
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
@@ -58,6 +59,41 @@ def queue_page_views(pipe, views: Iterable[PageView], *, generation: str) -> Non
     for day, uv_keys in uv_keys_by_day.items():
         pipe.sadd(keys.uv_index(day), *uv_keys)
         pipe.zadd(keys.uv_days(), {day: int(day)})
+
+
+def queue_hll_union(pipe, target: str, *, blobs: Iterable[bytes | None], sources: Iterable[str]) -> int:
+    """Queue commands leaving ``target`` = union of stored HLL ``blobs`` and the Redis HLL keys ``sources``.
+
+    Return how many replies they add, so the caller can find the replies of what it queues next.
+    """
+    stored = [bytes(blob) for blob in blobs if blob]
+    parts = [keys.scratch_part(target, n) for n in range(1, len(stored))]
+    if stored:
+        pipe.set(target, stored[0])
+    else:
+        pipe.delete(target)
+    for part, blob in zip(parts, stored[1:], strict=True):
+        pipe.set(part, blob)
+    pipe.pfmerge(target, *parts, *sources)
+    if parts:
+        pipe.delete(*parts)
+    return 1 + len(parts) + 1 + (1 if parts else 0)
+
+
+def hll_union_counts(client, unions: list[tuple[list[bytes | None], list[str]]]) -> list[int]:
+    """Return the PFCOUNT of each ``(stored blobs, Redis keys)`` union, all in one round trip."""
+    pipe = client.pipeline(transaction=True)
+    skips = []
+    for blobs, sources in unions:
+        target = keys.scratch(uuid.uuid4().hex)
+        skips.append(queue_hll_union(pipe, target, blobs=blobs, sources=sources))
+        pipe.pfcount(target)
+        pipe.delete(target)
+    replies, position, counts = pipe.execute(), 0, []
+    for skip in skips:
+        counts.append(replies[position + skip])
+        position += skip + 2
+    return counts
 
 
 def read_buckets(client, code: str, starts: list[dt.datetime]) -> dict[dt.datetime, dict[str, str]]:

@@ -5,7 +5,6 @@ and the flushed row otherwise. A day's live UV is the stored HyperLogLog merged 
 """
 
 import datetime as dt
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
 from stats.models import BucketStat, DailyStat
-from stats.realtime import GEN, SELF, TREE, read_buckets
+from stats.realtime import GEN, SELF, TREE, hll_union_counts, read_buckets
 from stats.timeutil import day_bounds, local_day, stamp_day, to_local
 
 
@@ -46,74 +45,82 @@ def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=horizon) > now and day <= local_day(now)
 
 
-def partner_bucket_series(*, partner: Partner | None, day: dt.date) -> list[tuple[dt.datetime, int, int]]:
-    """Return ``(start, pv, pv_self)`` for every bucket of ``day``, zero-filled, including unflushed counts."""
+def _bucket_series(*, partner: Partner | None, days: list[dt.date]) -> dict[dt.date, list[tuple]]:
+    """Return ``(start, pv, pv_self)`` for every bucket of each day, zero-filled, including unflushed counts.
+
+    One SQL query and one Redis round trip for the whole list of days.
+    """
+    if not days:
+        return {}
     code = partner.code if partner else keys.SITE
-    starts = _bucket_starts(day)
-    flushed: dict[tuple[dt.datetime, str], tuple[int, int]] = {}
-    rows = BucketStat.objects.filter(partner=partner, start__gte=starts[0], start__lte=starts[-1])
+    starts_by_day = {day: _bucket_starts(day) for day in days}
+    first, last = starts_by_day[min(days)][0], starts_by_day[max(days)][-1]
+    latest: dict[tuple[dt.datetime, str], tuple[int, int]] = {}
+    rows = BucketStat.objects.filter(partner=partner, start__gte=first, start__lte=last)
     for start, generation, pv, pv_self in rows.values_list("start", "generation", "pv", "pv_self"):
-        flushed[(start, generation)] = (pv, pv_self)
-    live = (
-        read_buckets(get_redis_connection("default"), code, starts)
-        if _may_have_redis_keys(day, timezone.now())
-        else {}
-    )
+        latest[(start, generation)] = (pv, pv_self)
+    now = timezone.now()
+    live_starts = [s for day in days if _may_have_redis_keys(day, now) for s in starts_by_day[day]]
+    live = read_buckets(get_redis_connection("default"), code, live_starts) if live_starts else {}
     for start, values in live.items():
-        flushed[(start, values.get(GEN, ""))] = (int(values.get(TREE, 0)), int(values.get(SELF, 0)))
+        # While its key exists, Redis holds the newer absolute count of that generation.
+        latest[(start, values.get(GEN, ""))] = (int(values.get(TREE, 0)), int(values.get(SELF, 0)))
     totals: defaultdict[dt.datetime, list[int]] = defaultdict(lambda: [0, 0])
-    for (start, _), (pv, pv_self) in flushed.items():
+    for (start, _), (pv, pv_self) in latest.items():
         totals[start][0] += pv
         totals[start][1] += pv_self
-    return [(to_local(start), *totals.get(start, (0, 0))) for start in starts]
+    return {
+        day: [(to_local(start), *totals.get(start, (0, 0))) for start in starts]
+        for day, starts in starts_by_day.items()
+    }
 
 
-def _live_uv(client, stored: bytes | None, key: str) -> int:
-    scratch = keys.scratch(uuid.uuid4().hex)
-    pipe = client.pipeline(transaction=True)
-    if stored:
-        pipe.set(scratch, bytes(stored))
-    pipe.pfmerge(scratch, key)
-    pipe.pfcount(scratch)
-    pipe.delete(scratch)
-    return pipe.execute()[-2]
+def partner_bucket_series(*, partner: Partner | None, day: dt.date) -> list[tuple[dt.datetime, int, int]]:
+    """Return ``(start, pv, pv_self)`` for every bucket of ``day``, zero-filled, including unflushed counts."""
+    return _bucket_series(partner=partner, days=[day])[day]
 
 
 def partner_days(*, partner: Partner, start: dt.date, end: dt.date) -> list[DayNumbers]:
     """Return one entry per day from ``start`` to ``end`` inclusive: reconciled, or flushed plus unflushed."""
     now = timezone.now()
-    client = get_redis_connection("default")
     stored = {
         row.date: row for row in DailyStat.objects.filter(partner=partner, date__gte=start, date__lte=end)
     }
-    days = []
-    day = start
-    while day <= end:
+    all_days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    live_days = [
+        day
+        for day in all_days
+        if not (stored.get(day) and stored[day].reconciled_at) and _may_have_redis_keys(day, now)
+    ]
+    buckets = _bucket_series(partner=partner, days=live_days)
+    unions = []
+    for day in live_days:
         row = stored.get(day)
-        if row and row.reconciled_at:
-            days.append(DayNumbers(day, row.pv, row.uv, row.pv_self, row.uv_self, True))
-        elif _may_have_redis_keys(day, now):
-            buckets = partner_bucket_series(partner=partner, day=day)
-            day_stamp = stamp_day(day)
+        for scope, field in ((TREE, "hll"), (SELF, "hll_self")):
+            unions.append(
+                ([getattr(row, field) if row else None], [keys.uv_day(partner.code, stamp_day(day), scope)])
+            )
+    uv_counts = iter(hll_union_counts(get_redis_connection("default"), unions))
+    live = {
+        day: (
+            sum(b[1] for b in buckets[day]),
+            next(uv_counts),
+            sum(b[2] for b in buckets[day]),
+            next(uv_counts),
+        )
+        for day in live_days
+    }
+    days = []
+    for day in all_days:
+        row = stored.get(day)
+        if day in live:
+            days.append(DayNumbers(day, *live[day], reconciled=False))
+        elif row:
             days.append(
-                DayNumbers(
-                    day,
-                    pv=sum(b[1] for b in buckets),
-                    pv_self=sum(b[2] for b in buckets),
-                    uv=_live_uv(client, row.hll if row else None, keys.uv_day(partner.code, day_stamp, TREE)),
-                    uv_self=_live_uv(
-                        client, row.hll_self if row else None, keys.uv_day(partner.code, day_stamp, SELF)
-                    ),
-                    reconciled=False,
-                )
+                DayNumbers(day, row.pv, row.uv, row.pv_self, row.uv_self, row.reconciled_at is not None)
             )
         else:
-            days.append(
-                DayNumbers(day, row.pv, row.uv, row.pv_self, row.uv_self, False)
-                if row
-                else DayNumbers(day, 0, 0, 0, 0, False)
-            )
-        day += dt.timedelta(days=1)
+            days.append(DayNumbers(day, 0, 0, 0, 0, False))
     return days
 
 
@@ -122,23 +129,10 @@ def uv_between(partner: Partner, start: dt.date, end: dt.date, *, scope: str = T
 
     Merges the stored day HyperLogLogs with the ones still in Redis: an estimate with 0.81% standard error.
     """
-    client = get_redis_connection("default")
-    scratch = keys.scratch(uuid.uuid4().hex)
     field = "hll" if scope == TREE else "hll_self"
-    pipe = client.pipeline(transaction=True)
-    for index, blob in enumerate(
-        DailyStat.objects.filter(partner=partner, date__gte=start, date__lte=end)
-        .exclude(**{f"{field}__isnull": True})
-        .values_list(field, flat=True)
-    ):
-        part = f"{scratch}:{index}"
-        pipe.set(part, bytes(blob))
-        pipe.pfmerge(scratch, part)
-        pipe.delete(part)
-    day = start
-    while day <= end:
-        pipe.pfmerge(scratch, keys.uv_day(partner.code, stamp_day(day), scope))
-        day += dt.timedelta(days=1)
-    pipe.pfcount(scratch)
-    pipe.delete(scratch)
-    return pipe.execute()[-2]
+    blobs = DailyStat.objects.filter(partner=partner, date__gte=start, date__lte=end).values_list(
+        field, flat=True
+    )
+    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    sources = [keys.uv_day(partner.code, stamp_day(day), scope) for day in days]
+    return hll_union_counts(get_redis_connection("default"), [(list(blobs), sources)])[0]
