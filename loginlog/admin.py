@@ -6,7 +6,7 @@ from django.urls import path
 from django.utils import timezone
 
 from loginlog.models import LoginMonth
-from loginlog.selectors import active_counts, login_days
+from loginlog.selectors import active_user_count, login_days
 from loginlog.validation import LoginRejected, user_types, validate_login
 from stats.timeutil import local_day
 
@@ -50,7 +50,7 @@ class LoginMonthAdmin(admin.ModelAdmin):
         dau = {}
         for user_type in user_types():
             series = [(today - dt.timedelta(days=n)) for n in range(29, -1, -1)]
-            dau[user_type] = [(d, active_counts(user_type=user_type, day=d)["dau"]) for d in series]
+            dau[user_type] = [(d, active_user_count(user_type=user_type, start=d, end=d)) for d in series]
         peak = max([n for rows in dau.values() for _, n in rows] + [1])
         context = {
             **self.admin_site.each_context(request),

@@ -7,6 +7,7 @@ Redis is read first; a month (per user) or a day (per population) that Redis no 
 import calendar
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db.models import F
@@ -82,32 +83,51 @@ def retention_cutoff(today: dt.date | None = None) -> dt.date:
     return (today or local_day(timezone.now())) - dt.timedelta(days=days)
 
 
+@dataclass(frozen=True)
+class ActiveUsers:
+    """Users active over a range: the OR of the Redis day bitmaps, plus ids from MySQL for expired days."""
+
+    bitmap: bytes
+    from_sql: set[int]
+
+    def ids(self) -> list[int]:
+        return sorted(set(set_bits(self.bitmap)) | self.from_sql)
+
+    def count(self) -> int:
+        if not self.from_sql:
+            return int.from_bytes(self.bitmap, "big").bit_count()
+        return len(set(set_bits(self.bitmap)) | self.from_sql)
+
+
+def _active(*, user_type: str, start: dt.date, end: dt.date) -> ActiveUsers:
+    """One round trip: which day bitmaps exist, and their BITOP OR (a missing key ORs as zeros)."""
+    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    day_keys = [keys.login_day(user_type, stamp_day(d)) for d in days]
+    scratch = keys.scratch(uuid.uuid4().hex)
+    pipe = get_redis_connection("default").pipeline(transaction=True)
+    for key in day_keys:
+        pipe.exists(key)
+    pipe.bitop("OR", scratch, *day_keys)
+    pipe.get(scratch)
+    pipe.delete(scratch)
+    replies = pipe.execute()
+    present, bitmap = replies[: len(days)], replies[-2] or b""
+    cutoff = retention_cutoff()
+    expired = [d for d, exists in zip(days, present, strict=True) if not exists and d < cutoff]
+    return ActiveUsers(bitmap, _ids_from_sql(user_type=user_type, days=expired) if expired else set())
+
+
 def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int]:
     """Query 6: the ids of users of ``user_type`` who logged in from ``start`` to ``end``, ascending.
 
     One BITOP OR over the day bitmaps Redis holds; days whose bitmap has expired come from ``LoginMonth``.
     """
-    client = get_redis_connection("default")
-    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
-    day_keys = [keys.login_day(user_type, stamp_day(d)) for d in days]
-    pipe = client.pipeline(transaction=False)
-    for key in day_keys:
-        pipe.exists(key)
-    present = pipe.execute()
-    in_redis = [key for key, exists in zip(day_keys, present, strict=True) if exists]
-    ids: set[int] = set()
-    if in_redis:
-        scratch = keys.scratch(uuid.uuid4().hex)
-        pipe = client.pipeline(transaction=True)
-        pipe.bitop("OR", scratch, *in_redis)
-        pipe.get(scratch)
-        pipe.delete(scratch)
-        ids.update(set_bits(pipe.execute()[1] or b""))
-    cutoff = retention_cutoff()
-    expired = [d for d, exists in zip(days, present, strict=True) if not exists and d < cutoff]
-    if expired:
-        ids.update(_ids_from_sql(user_type=user_type, days=expired))
-    return sorted(ids)
+    return _active(user_type=user_type, start=start, end=end).ids()
+
+
+def active_user_count(*, user_type: str, start: dt.date, end: dt.date) -> int:
+    """How many users of ``user_type`` logged in from ``start`` to ``end``, without listing them."""
+    return _active(user_type=user_type, start=start, end=end).count()
 
 
 def _ids_from_sql(*, user_type: str, days: list[dt.date]) -> set[int]:
@@ -132,6 +152,6 @@ def active_users(*, start: dt.date, end: dt.date) -> list[tuple[str, int]]:
 def active_counts(*, user_type: str, day: dt.date) -> dict[str, int]:
     """DAU, WAU and MAU of ``user_type`` for the day, week and 30 days ending on ``day``."""
     return {
-        name: len(active_user_ids(user_type=user_type, start=day - dt.timedelta(days=span - 1), end=day))
+        name: active_user_count(user_type=user_type, start=day - dt.timedelta(days=span - 1), end=day)
         for name, span in (("dau", 1), ("wau", 7), ("mau", 30))
     }

@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from loginlog.realtime import queue_logins
 from partners.selectors import Lineage, partner_lineages
 from stats import faults, keys
 from stats.archive import get_archive
 from stats.conf import stats_setting
 from stats.events import Event, Login, PageView, Reason, Rejected, parse_event
 from stats.models import DeadLetter
+from stats.rankings import queue_rankings
 from stats.realtime import queue_page_views
+from stats.series import queue_series
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +71,6 @@ class PartnerDirectory:
 
 def _queue_other_features(pipe, events: list[Event], now: dt.datetime) -> None:
     """Queue what rankings, time series and logins take from the same pre-aggregated batch."""
-    from loginlog.realtime import queue_logins
-    from stats.rankings import queue_rankings
-    from stats.series import queue_series
-
     views = [e for e in events if isinstance(e, PageView)]
     queue_rankings(pipe, views, now=now)
     queue_series(pipe, views)
