@@ -27,7 +27,8 @@ class DailyStatAdmin(ReadOnlyAdmin):
 class BucketStatAdmin(ReadOnlyAdmin):
     list_display = ["start", "partner", "pv", "pv_self", "bot_pv", "generation", "flushed_at"]
     search_fields = ["partner__code"]
-    date_hierarchy = "start"
+    # Not date_hierarchy: on a DateTimeField it needs MySQL's time-zone tables, which stock servers lack.
+    list_filter = [("start", admin.DateFieldListFilter)]
     list_select_related = ["partner"]
 
 
