@@ -9,7 +9,7 @@ consumer sat idle for days is still right.
 """
 
 import datetime as dt
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +19,7 @@ from django_redis import get_redis_connection
 from stats import keys
 from stats.conf import stats_setting
 from stats.events import PageView
+from stats.redis_batch import queue_hincrby_many
 from stats.timeutil import epoch, floor_local
 
 SCOPES = ("tree", "self")
@@ -80,11 +81,20 @@ def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None
             counts[(window.name, "self", slot, view.lineage.code)] += 1
             for code in view.lineage.codes:
                 counts[(window.name, "tree", slot, code)] += 1
+    slot_increments: dict[tuple[str, str], int] = {}
+    totals: Counter[tuple[str, str, str]] = Counter()
+    slots: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for (window_name, scope, slot, code), amount in counts.items():
         slot_key = keys.ranking_slot(window_name, scope, slot)
-        pipe.hincrby(slot_key, code, amount)
+        slot_increments[(slot_key, code)] = amount
+        totals[(window_name, scope, code)] += amount
+        slots[(window_name, scope)][slot_key] = slot
+    # Slot hashes and totals move in the same MULTI/EXEC, so totals always equal the sum of live slots.
+    queue_hincrby_many(pipe, slot_increments)
+    for (window_name, scope, code), amount in totals.items():
         pipe.zincrby(keys.ranking_total(window_name, scope), amount, code)
-        pipe.zadd(keys.ranking_slots(window_name, scope), {slot_key: slot})
+    for (window_name, scope), slot_scores in slots.items():
+        pipe.zadd(keys.ranking_slots(window_name, scope), slot_scores)
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from stats import keys
 from stats.conf import stats_setting
 from stats.events import PageView
+from stats.redis_batch import queue_hincrby_many
 from stats.timeutil import floor_local, local_day, stamp_day, stamp_minute
 
 SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"
@@ -46,8 +47,7 @@ def queue_page_views(pipe, views: Iterable[PageView], *, generation: str) -> Non
             increments[(tree_key, TREE)] += 1
             if view.openid:
                 visitors[keys.uv_day(code, day, TREE)].add(view.openid)
-    for (key, field), amount in increments.items():
-        pipe.hincrby(key, field, amount)
+    queue_hincrby_many(pipe, increments)
     for key in scores:
         pipe.hsetnx(key, GEN, generation)
     if scores:

@@ -15,7 +15,8 @@ from django_redis import get_redis_connection
 from stats import keys
 from stats.conf import stats_setting
 from stats.events import PageView
-from stats.timeutil import epoch, floor_local, from_epoch, to_local
+from stats.redis_batch import queue_hincrby_many
+from stats.timeutil import epoch, floor_epoch, floor_local, from_epoch, local_offset, to_local
 
 SITE_COUNTER = "site"
 
@@ -43,20 +44,24 @@ def precisions() -> dict[int, int]:
 
 
 def queue_series(pipe, views: Iterable[PageView]) -> None:
-    """Queue one HINCRBY per (precision, counter, sample) the batch touches."""
+    """Queue the increment of every (precision, counter, sample) the batch touches."""
     counts: Counter[tuple[int, str, int]] = Counter()
+    periods = list(precisions())
     for view in views:
         if view.is_bot:
             continue
         counters = [SITE_COUNTER] + [partner_counter(c) for c in (view.lineage.codes if view.lineage else ())]
-        for precision in precisions():
-            sample = epoch(floor_local(view.ts, precision))
+        seconds, offset = int(view.ts.timestamp()), local_offset(view.ts)
+        for precision in periods:
+            sample = floor_epoch(seconds, precision, offset)
             for counter in counters:
                 counts[(precision, counter, sample)] += 1
+    increments: dict[tuple[str, str], int] = {}
     known = set()
     for (precision, counter, sample), amount in counts.items():
-        pipe.hincrby(keys.series_hash(precision, counter), str(sample), amount)
+        increments[(keys.series_hash(precision, counter), str(sample))] = amount
         known.add(keys.series_member(precision, counter))
+    queue_hincrby_many(pipe, increments)
     if known:
         pipe.zadd(keys.series_known(), dict.fromkeys(known, 0))
 

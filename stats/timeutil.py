@@ -16,16 +16,25 @@ def to_local(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone(business_tz())
 
 
+def local_offset(moment: dt.datetime) -> int:
+    """Seconds the business time zone is ahead of UTC at ``moment``."""
+    return int(to_local(moment).utcoffset().total_seconds())
+
+
+def floor_epoch(seconds: int, period: int, offset: int) -> int:
+    """Epoch start of the ``period`` holding epoch ``seconds``, periods counted in wall-clock time ``offset``."""
+    wall = seconds + offset
+    return wall - wall % period - offset
+
+
 def floor_local(moment: dt.datetime, seconds: int) -> dt.datetime:
     """Return the start of the ``seconds``-long period holding ``moment``.
 
     Periods are counted in local wall-clock seconds, so 5-minute, hourly and daily periods start on local
     boundaries (a daily period starts at local midnight) and longer ones (5 h) tile time without gaps.
     """
-    local = to_local(moment)
-    offset = int(local.utcoffset().total_seconds())
-    wall = int(local.timestamp()) + offset
-    return from_epoch(wall - wall % seconds - offset).astimezone(business_tz())
+    start = floor_epoch(int(moment.timestamp()), seconds, local_offset(moment))
+    return from_epoch(start).astimezone(business_tz())
 
 
 def local_day(moment: dt.datetime) -> dt.date:
