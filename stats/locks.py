@@ -1,16 +1,21 @@
-"""A Redis lock (SET NX EX with a token) so two flushes, reconciles or syncs never overlap."""
+"""A Redis lock so two flushes, reconciles or login syncs do not run at once (redis-py's token-checked Lock).
 
-import uuid
+The lock expires after ``LOCK_SECONDS``, so a job killed while holding it stops blocking the next run within
+that time. The jobs it guards are idempotent (absolute upserts, compare-and-delete), so a rare overlap when a
+job outlives its lock costs work, not correctness: keep the TTL short rather than long.
+"""
+
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django_redis import get_redis_connection
+from redis.exceptions import LockError
 
 from stats import keys
 from stats.conf import stats_setting
 
-# Delete the lock only if it is still ours: an expired lock may have been taken by someone else since.
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+logger = logging.getLogger(__name__)
 
 
 class LockBusy(Exception):
@@ -18,12 +23,18 @@ class LockBusy(Exception):
 
 
 @contextmanager
-def redis_lock(name: str, *, seconds: int | None = None) -> Iterator[None]:
-    client = get_redis_connection("default")
-    token = uuid.uuid4().hex
-    if not client.set(keys.lock(name), token, nx=True, ex=seconds or stats_setting("LOCK_SECONDS")):
+def redis_lock(name: str) -> Iterator[None]:
+    lock = get_redis_connection("default").lock(keys.lock(name), timeout=stats_setting("LOCK_SECONDS"))
+    if not lock.acquire(blocking=False):
         raise LockBusy(f"another {name} is running (lock {keys.lock(name)} is held)")
     try:
         yield
     finally:
-        client.eval(_RELEASE, 1, keys.lock(name), token)
+        try:
+            lock.release()
+        except LockError:
+            logger.warning(
+                "%s outlived its %ss lock; another run may have overlapped",
+                name,
+                stats_setting("LOCK_SECONDS"),
+            )

@@ -1,5 +1,6 @@
 """``manage.py consume`` as a real process against the real broker, Redis and database, crashes included."""
 
+import datetime as dt
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from stats.producer import send_to_kafka
 from stats.simulate import simulate_events
 from stats.timeutil import local_day
 from tests.conftest import ROOT, subprocess_env
-from tests.factories import create_tree
+from tests.factories import create_tree, feed, pv_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 
@@ -101,3 +102,71 @@ def test_sigterm_finishes_the_batch_and_exits_zero(kafka_settings):
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err[-2000:]
     assert "counted" in out
+
+
+@pytest.mark.parametrize("include_open", [False, True])
+def test_flush_killed_between_commit_and_delete_leaves_the_same_tables(kafka_settings, include_open):
+    """A real `flush` process is SIGKILLed after its SQL commit, before deleting keys; a re-run repairs it."""
+    create_tree()
+    now = timezone.now()
+    earlier = now - dt.timedelta(minutes=30)  # settled buckets, deleted by a flush that gets that far
+    values = [pv_event(earlier, code, f"u{n % 40}") for n, code in enumerate(["A1a", "A2", "B", ""] * 50)]
+    values += [pv_event(now, "A1", f"u{n}") for n in range(30)]  # the open bucket
+    feed(values, now=now)
+    args = ["--include-open"] if include_open else []
+    crashed = subprocess.run(
+        [sys.executable, "manage.py", "flush", *args],
+        cwd=ROOT,
+        env=subprocess_env(kafka_settings, CPS_FAULT_KILL="flush_after_commit:1", CPS_LOCK_SECONDS="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert crashed.returncode == -signal.SIGKILL
+    assert indexed_bucket_count() > 0  # nothing was deleted
+    wait_for_lock_to_expire()  # the killed flush's lock frees itself after CPS_LOCK_SECONDS
+    flush(include_open=include_open)
+    after_crash = stat_tables()
+    flush(include_open=include_open)
+    assert stat_tables() == after_crash
+    rows = realtime_by_code()
+    assert (rows["A"].pv, rows["A1a"].pv, rows["B"].pv, rows[""].pv) == (
+        100 + (30 if include_open else 0),
+        50,
+        50,
+        50,
+    )
+
+
+def wait_for_lock_to_expire() -> None:
+    from django_redis import get_redis_connection
+
+    from stats import keys
+
+    deadline = time.monotonic() + 10
+    while get_redis_connection("default").exists(keys.lock("flush")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def indexed_bucket_count() -> int:
+    from django_redis import get_redis_connection
+
+    from stats import keys
+
+    return get_redis_connection("default").zcard(keys.pv_index())
+
+
+def stat_tables() -> tuple[list, list]:
+    from stats.models import BucketStat
+
+    buckets = sorted(
+        (pid or 0, start, gen, pv, pv_self)
+        for pid, start, gen, pv, pv_self in BucketStat.objects.values_list(
+            "partner_id", "start", "generation", "pv", "pv_self"
+        )
+    )
+    days = sorted(
+        (pid or 0, day, pv, uv)
+        for pid, day, pv, uv in DailyStat.objects.values_list("partner_id", "date", "pv", "uv")
+    )
+    return buckets, days
