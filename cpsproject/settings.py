@@ -157,6 +157,8 @@ CPS_LOGINS = {
     "USER_TYPES": ["client", "office"],
     # Redis login keys older than this many days are deleted by the weekly sync (never fewer than 31).
     "RETENTION_DAYS": env_int("CPS_LOGIN_RETENTION_DAYS", 62),
+    # User ids are bitmap offsets: a day bitmap of one type holds up to MAX_USER_ID / 8 bytes (16 M ids: 2 MB).
+    "MAX_USER_ID": env_int("CPS_MAX_USER_ID", 2**24 - 1),
 }
 
 # --- DRF ----------------------------------------------------------------------------------------------

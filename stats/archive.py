@@ -46,7 +46,7 @@ def _document(event: Event) -> dict:
         "path": list(lineage.codes) if lineage else [],
         "openid": getattr(event, "openid", ""),
         "is_bot": getattr(event, "is_bot", False),
-        "payload": event.payload,
+        "payload": event.payload,  # the JSON text as received: its keys may be anything ("$", ".", NUL)
     }
 
 

@@ -1,5 +1,6 @@
 """The consumer loop behind ``manage.py consume``: sources, signals, idling. The counting is ``process_batch``."""
 
+import contextlib
 import logging
 import signal
 import time
@@ -8,10 +9,12 @@ from pathlib import Path
 
 from django.conf import settings
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
 from stats import faults
 from stats.conf import stats_setting
 from stats.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
+from stats.isolation import StopRequested
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +28,9 @@ class StopFlag:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
+
+    def is_set(self) -> bool:
+        return self.stopping
 
     def _stop(self, signum, frame) -> None:
         logger.info("received %s; finishing the current batch", signal.Signals(signum).name)
@@ -52,6 +58,16 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
         )
 
 
+def _commit_for_monitoring(consumer: KafkaConsumer) -> None:
+    # The offsets that matter are in Redis; this commit only feeds lag monitoring, so a failed one (say,
+    # during a rebalance) is logged and the next batch's commit catches up.
+    try:
+        consumer.commit()
+    except KafkaError as exc:
+        logger.warning("Kafka commit failed (%s); offsets stay safe in Redis", exc)
+    faults.reach("after_commit")
+
+
 def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
     """Consume the configured topic in the configured group until stopped (or idle long enough)."""
     group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
@@ -70,6 +86,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
     directory = PartnerDirectory()
     total = BatchResult()
     idle_since: float | None = None
+    stopping = stop.is_set
     try:
         while not stop.stopping:
             polled = consumer.poll(timeout_ms=500, max_records=batch_size)
@@ -89,10 +106,12 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
                     break
                 continue
             idle_since = None
-            total.add(process_batch(messages, group=group, directory=directory))
-            # The offsets that matter are in Redis; this commit only feeds lag monitoring.
-            consumer.commit()
-            faults.reach("after_commit")
+            try:
+                total.add(process_batch(messages, group=group, directory=directory, should_stop=stopping))
+            except StopRequested:
+                logger.info("stopped while waiting for a service; the batch will be read again")
+                break
+            _commit_for_monitoring(consumer)
             logger.info("batch of %d from %s; so far %s", len(messages), topic, total.summary())
     finally:
         consumer.close()
@@ -119,11 +138,15 @@ def consume_file(path: Path, *, batch_size: int, stop: StopFlag) -> BatchResult:
         if message.value:
             batch.append(message)
         if len(batch) >= batch_size:
-            total.add(process_batch(batch, group=group, directory=directory))
+            try:
+                total.add(process_batch(batch, group=group, directory=directory, should_stop=stop.is_set))
+            except StopRequested:
+                return total
             logger.info("replayed up to line %d of %s; %s", message.offset + 1, path, total.summary())
             batch = []
             if stop.stopping:
                 return total
     if batch:
-        total.add(process_batch(batch, group=group, directory=directory))
+        with contextlib.suppress(StopRequested):
+            total.add(process_batch(batch, group=group, directory=directory, should_stop=stop.is_set))
     return total

@@ -1,10 +1,27 @@
-"""The event contract: parse one Kafka message value into an event, or say exactly why it cannot be counted."""
+"""The event contract: parse one Kafka message value into an event, or say exactly why it cannot be counted.
+
+``parse_event`` is total: whatever bytes arrive (a tombstone with no value included), it returns an event or
+raises ``Rejected`` with a dead-letter reason. The rules, and why:
+
+- The value is UTF-8 JSON as RFC 8259 has it, read by orjson: no NaN or Infinity, no lone surrogates (escaped
+  or encoded), nesting at most 1,024 deep, numbers that fit a double. Anything else is ``not_json``, so every
+  archived payload is text that every backend stores as it is.
+- Identifier fields (``event_id``, ``partner``, ``openid``, ``user_type``) are JSON strings, or integers
+  where a client may reasonably send a number (``event_id``, ``partner``, ``openid``, ``user_id``). They are
+  stored in SQL columns, MongoDB and Redis keys, so they hold no control characters (NUL included) and no
+  surrogates, and have a maximum length.
+- ``ts`` is an ISO-8601 string with a UTC offset, or epoch milliseconds as a JSON number (not a boolean).
+- ``url``, ``ua`` and ``ip`` are optional strings (or null); other fields are kept in the archive and ignored.
+- A login's ``user_id`` is a JSON integer or a string of ASCII digits from 0 to ``CPS_LOGINS["MAX_USER_ID"]``
+  (a bitmap offset: an unbounded id would let one event allocate a 512 MB Redis bitmap).
+"""
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import orjson
 
 from loginlog.validation import LoginRejected, validate_login
 from partners.selectors import Lineage
@@ -14,15 +31,18 @@ from stats.timeutil import UTC, from_epoch
 
 Reason = DeadLetter.Reason
 
+# C0 controls (NUL included), DEL and surrogates: no storage layer takes all of them in an identifier.
+_UNSTORABLE_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class PageView:
     event_id: str
     ts: dt.datetime
     lineage: Lineage | None  # None: traffic with no partner
     openid: str
     is_bot: bool
-    payload: dict = field(repr=False)
+    payload: str = field(repr=False)  # the message value as received (valid UTF-8 JSON)
 
     type = "pv"
 
@@ -31,13 +51,13 @@ class PageView:
         return self.lineage.code if self.lineage else ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Login:
     event_id: str
     ts: dt.datetime
     user_type: str
     user_id: int
-    payload: dict = field(repr=False)
+    payload: str = field(repr=False)
 
     type = "login"
 
@@ -63,6 +83,12 @@ def is_bot_user_agent(user_agent: str) -> bool:
     return bool(user_agent) and bool(_bot_regex(tuple(stats_setting("BOT_UA_PATTERNS"))).search(user_agent))
 
 
+def _shown(value: object) -> str:
+    """A short, printable rendering of a rejected value for the dead letter's detail."""
+    text = value if isinstance(value, str) else type(value).__name__
+    return repr(text[:40].encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+
+
 def parse_ts(value: object) -> dt.datetime:
     """Return an aware UTC datetime from ISO-8601 with an offset or from epoch milliseconds."""
     if isinstance(value, bool):
@@ -75,47 +101,61 @@ def parse_ts(value: object) -> dt.datetime:
     if isinstance(value, str):
         try:
             moment = dt.datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise Rejected(Reason.BAD_TS, f"ts {value[:40]!r} is not ISO-8601") from exc
-        if moment.tzinfo is None:
-            raise Rejected(Reason.BAD_TS, f"ts {value[:40]!r} has no UTC offset")
-        return moment.astimezone(UTC)
+            if moment.tzinfo is None:
+                raise Rejected(Reason.BAD_TS, f"ts {_shown(value)} has no UTC offset")
+            return moment.astimezone(UTC)
+        except (ValueError, OverflowError) as exc:
+            raise Rejected(Reason.BAD_TS, f"ts {_shown(value)} is not ISO-8601 within years 1-9999") from exc
     raise Rejected(Reason.BAD_TS, f"ts must be ISO-8601 or epoch ms, not {type(value).__name__}")
 
 
-def _text(payload: dict, name: str, *, required: bool, limit: int = 128) -> str:
+def identifier(payload: dict, name: str, *, required: bool, limit: int = 128, numbers: bool = True) -> str:
+    """Return the field as a storable string ("" when absent and optional), or raise ``Rejected``."""
     value = payload.get(name)
     if value is None or value == "":
         if required:
             raise Rejected(Reason.MISSING_FIELD, f"{name} is missing")
         return ""
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise Rejected(Reason.BAD_FIELD, f"{name} must be a string")
-    value = str(value)
+    if numbers and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        allowed = "a string or an integer" if numbers else "a string"
+        raise Rejected(Reason.BAD_FIELD, f"{name} must be {allowed}, not {type(value).__name__}")
     if len(value) > limit:
         raise Rejected(Reason.BAD_FIELD, f"{name} is longer than {limit} characters")
+    if _UNSTORABLE_CHARACTER.search(value):
+        raise Rejected(Reason.BAD_FIELD, f"{name} holds a control character or a lone surrogate")
     return value
 
 
-def parse_event(raw: bytes, *, lineages: dict[str, Lineage], now: dt.datetime) -> Event:
+def _optional_text(payload: dict, name: str) -> str:
+    value = payload.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Rejected(Reason.BAD_FIELD, f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def parse_event(raw: bytes | None, *, lineages: dict[str, Lineage], now: dt.datetime) -> Event:
     """Parse one message value; raise ``Rejected`` with the dead-letter reason when it cannot be counted."""
-    if raw is None:
-        raise Rejected(Reason.NOT_JSON, "empty message")
+    if not raw:
+        raise Rejected(Reason.EMPTY, "no value (a tombstone)" if raw is None else "an empty value")
     if len(raw) > stats_setting("MAX_EVENT_BYTES"):
         raise Rejected(Reason.TOO_LARGE, f"{len(raw)} bytes is over {stats_setting('MAX_EVENT_BYTES')}")
     try:
-        text = raw.decode("utf-8")
+        text = bytes(raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
     try:
-        payload = json.loads(text)
-    except ValueError as exc:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
         raise Rejected(Reason.NOT_JSON, str(exc)[:200]) from exc
     if not isinstance(payload, dict):
         raise Rejected(Reason.NOT_OBJECT, f"a JSON {type(payload).__name__}, not an object")
-    event_id = _text(payload, "event_id", required=True)
-    event_type = _text(payload, "type", required=True, limit=16)
-    if "ts" not in payload or payload["ts"] in (None, ""):
+    event_id = identifier(payload, "event_id", required=True)
+    event_type = identifier(payload, "type", required=True, limit=16, numbers=False)
+    if payload.get("ts") in (None, ""):
         raise Rejected(Reason.MISSING_FIELD, "ts is missing")
     ts = parse_ts(payload["ts"])
     if ts > now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS")):
@@ -123,14 +163,16 @@ def parse_event(raw: bytes, *, lineages: dict[str, Lineage], now: dt.datetime) -
     if ts < now - dt.timedelta(seconds=stats_setting("MAX_LATENESS_SECONDS")):
         raise Rejected(Reason.TS_TOO_OLD, f"ts {ts.isoformat()} is older than the maximum lateness")
     if event_type == "pv":
-        return _page_view(payload, event_id=event_id, ts=ts, lineages=lineages)
+        return _page_view(payload, text, event_id=event_id, ts=ts, lineages=lineages)
     if event_type == "login":
-        return _login(payload, event_id=event_id, ts=ts)
+        return _login(payload, text, event_id=event_id, ts=ts)
     raise Rejected(Reason.UNKNOWN_TYPE, f"type {event_type!r} is neither pv nor login")
 
 
-def _page_view(payload: dict, *, event_id: str, ts: dt.datetime, lineages: dict[str, Lineage]) -> PageView:
-    code = _text(payload, "partner", required=False, limit=64)
+def _page_view(
+    payload: dict, text: str, *, event_id: str, ts: dt.datetime, lineages: dict[str, Lineage]
+) -> PageView:
+    code = identifier(payload, "partner", required=False, limit=64)
     lineage = None
     if code:
         lineage = lineages.get(code)
@@ -138,22 +180,25 @@ def _page_view(payload: dict, *, event_id: str, ts: dt.datetime, lineages: dict[
             raise Rejected(Reason.UNKNOWN_PARTNER, f"partner {code!r} does not exist")
         if not lineage.is_active:
             raise Rejected(Reason.INACTIVE_PARTNER, f"partner {code!r} is inactive")
-    user_agent = payload.get("ua")
+    openid = identifier(payload, "openid", required=False)
+    _optional_text(payload, "url")
+    _optional_text(payload, "ip")
+    user_agent = _optional_text(payload, "ua")
     return PageView(
         event_id=event_id,
         ts=ts,
         lineage=lineage,
-        openid=_text(payload, "openid", required=False),
-        is_bot=isinstance(user_agent, str) and is_bot_user_agent(user_agent),
-        payload=payload,
+        openid=openid,
+        is_bot=is_bot_user_agent(user_agent),
+        payload=text,
     )
 
 
-def _login(payload: dict, *, event_id: str, ts: dt.datetime) -> Login:
+def _login(payload: dict, text: str, *, event_id: str, ts: dt.datetime) -> Login:
     try:
         user_type, user_id = validate_login(
             user_type=payload.get("user_type"), user_id=payload.get("user_id")
         )
     except LoginRejected as exc:
         raise Rejected(Reason.MISSING_FIELD if exc.missing else Reason.BAD_FIELD, str(exc)) from exc
-    return Login(event_id=event_id, ts=ts, user_type=user_type, user_id=user_id, payload=payload)
+    return Login(event_id=event_id, ts=ts, user_type=user_type, user_id=user_id, payload=text)

@@ -20,7 +20,8 @@ class RawEvent(models.Model):
     partner_l3 = models.CharField(max_length=64, blank=True, default="")
     openid = models.CharField(max_length=128, blank=True, default="")
     is_bot = models.BooleanField(default=False)
-    payload = models.JSONField()
+    # The message value exactly as received: valid UTF-8 JSON text, stored without re-serialising it.
+    payload = models.TextField()
 
     class Meta:
         indexes = [models.Index(fields=["day", "type"])]
@@ -33,6 +34,7 @@ class DeadLetter(models.Model):
     """An event the consumer could not count, kept with its raw bytes and where it came from."""
 
     class Reason(models.TextChoices):
+        EMPTY = "empty", "no value (a tombstone) or an empty one"
         TOO_LARGE = "too_large", "payload over the size limit"
         NOT_UTF8 = "not_utf8", "not UTF-8"
         NOT_JSON = "not_json", "not JSON"
@@ -45,6 +47,10 @@ class DeadLetter(models.Model):
         TS_TOO_OLD = "ts_too_old", "timestamp older than the maximum lateness"
         UNKNOWN_PARTNER = "unknown_partner", "unknown partner code"
         INACTIVE_PARTNER = "inactive_partner", "inactive partner"
+        # Valid by the contract, yet a storage layer refused this event on its own (the error says why).
+        UNSTORABLE = "unstorable", "a storage layer refused the event"
+        # The parser itself failed: a bug in the product, kept with its error rather than stopping the consumer.
+        PARSE_ERROR = "parse_error", "the parser failed"
 
     source = models.CharField(max_length=255, help_text="Kafka topic, or file:PATH for a replay")
     partition = models.IntegerField()

@@ -170,3 +170,51 @@ def stat_tables() -> tuple[list, list]:
         for pid, day, pv, uv in DailyStat.objects.values_list("partner_id", "date", "pv", "uv")
     )
     return buckets, days
+
+
+def test_hostile_messages_through_the_broker_are_dead_lettered_and_known_traffic_counts_exactly(
+    kafka_settings,
+):
+    """1,100 hostile messages of 44 kinds among 3,000 good ones: consume drains the topic and exits 0."""
+    from kafka import KafkaProducer
+
+    from tests.hostile import hostile_kinds
+
+    create_tree()
+    now = timezone.now()
+    kinds = hostile_kinds(now, partner="A1")
+    good_partners = ["A1a", "A1", "A2", "B", None]
+    good = [
+        pv_event(now - dt.timedelta(seconds=n % 600), good_partners[n % 5], f"u{n % 97}") for n in range(3000)
+    ]
+    hostile = [value for _ in range(25) for value, _ in kinds.values()]
+    producer = KafkaProducer(bootstrap_servers=kafka_settings.KAFKA_BOOTSTRAP_SERVERS, linger_ms=20)
+    for n in range(max(len(good), len(hostile))):
+        for values in (good, hostile):
+            if n < len(values):
+                # A key on every message, so that a tombstone (no value) can be sent at all.
+                producer.send(kafka_settings.KAFKA_TOPIC, key=str(n % 7).encode(), value=values[n])
+    producer.flush()
+    producer.close()
+
+    run = consume(kafka_settings, "--batch-size", "500")
+    assert run.returncode == 0, run.stderr[-3000:]
+    flush(include_open=True)
+    rows = realtime_by_code()
+    # Each of the five targets got 600 good events; A sees A1a, A1 and A2.
+    assert {code: rows[code].pv for code in ["A", "A1", "A1a", "A2", "B", ""]} == {
+        "A": 1800,
+        "A1": 1200,
+        "A1a": 600,
+        "A2": 600,
+        "B": 600,
+        "": 600,
+    }
+    expected: dict[str, int] = {}
+    for _, reason in kinds.values():
+        expected[reason] = expected.get(reason, 0) + 25
+    assert len(hostile) == 1100 and len(kinds) >= 30
+    assert dict(DeadLetter.objects.values_list("reason").annotate(n=Count("id"))) == expected
+    # Every message either counted or dead-lettered: 4,100 read, 3,000 counted, 1,100 dead letters.
+    assert "counted 3000 events" in run.stdout
+    assert DeadLetter.objects.count() == len(good) + len(hostile) - 3000
