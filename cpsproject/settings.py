@@ -1,7 +1,7 @@
 """Settings: every value comes from the environment, with defaults that run the product on one machine.
 
 The variables are listed in the README's configuration table; the stats options live in one dict,
-``CPS_STATS``, read through ``stats.conf.stats_setting``.
+``CPS_STATS``, read through ``stats.conf.stats_setting`` (defaults in ``stats/conf.py``).
 """
 
 import os
@@ -119,45 +119,22 @@ USE_I18N = True
 STATIC_URL = "static/"
 STATIC_ROOT = RUN_DIR / "static"
 
-# --- Stats options (read through stats.conf.stats_setting) --------------------------------------------
+# --- Redis keys and job locks (cpsproject.common) --------------------------------------------------------
+# Every Redis key starts with "{CPS_REDIS_PREFIX}:"; the braces make it a Redis Cluster hash tag.
+CPS_REDIS_PREFIX = os.environ.get("CPS_REDIS_PREFIX", "cps")
+# A job's lock lives this long unless its heartbeat renews it (every third of it) while the job runs.
+CPS_LOCK_SECONDS = env_int("CPS_LOCK_SECONDS", 120)
+
+# --- App options: what the environment sets; every other option has its default in the app's conf.py -----
 CPS_STATS = {
-    # Every Redis key starts with "{KEY_PREFIX}:"; the braces make it a Redis Cluster hash tag.
-    "KEY_PREFIX": os.environ.get("CPS_REDIS_PREFIX", "cps"),
-    "BUCKET_SECONDS": 300,
-    # A bucket is settled (flushed without --include-open, then deletable) this long after it ends.
-    "SETTLE_SECONDS": 300,
-    "MAX_FUTURE_SECONDS": 600,
+    # Kept until the API throttle and the benchmarks read the shared prefix (cpsproject.common.redis_keys).
+    "KEY_PREFIX": CPS_REDIS_PREFIX,
     "MAX_LATENESS_SECONDS": env_int("CPS_MAX_LATENESS_SECONDS", 7 * 86400),
-    "MAX_EVENT_BYTES": 64 * 1024,
-    # Case-insensitive substrings of the user agent that mark bot traffic.
-    "BOT_UA_PATTERNS": [
-        "bot",
-        "spider",
-        "crawler",
-        "slurp",
-        "curl/",
-        "wget/",
-        "python-requests",
-        "headlesschrome",
-        "facebookexternalhit",
-        "bingpreview",
-        "mediapartners-google",
-    ],
-    # window name -> (slot seconds, slots in the window)
-    "RANKING_WINDOWS": {"1h": (300, 12), "24h": (3600, 24), "7d": (86400, 7)},
-    # precision seconds -> samples kept
-    "SERIES_RETENTION": {1: 3600, 5: 2880, 60: 1440, 300: 2016, 3600: 720, 18000: 876, 86400: 730},
     "KAFKA_SESSION_TIMEOUT_MS": env_int("CPS_KAFKA_SESSION_TIMEOUT_MS", 10_000),
-    "CONSUMER_BATCH_SIZE": 2000,
-    "PARTNER_CACHE_SECONDS": 30,
-    "LOCK_SECONDS": env_int("CPS_LOCK_SECONDS", 120),
 }
 
 CPS_LOGINS = {
-    "USER_TYPES": ["client", "office"],
-    # Redis login keys older than this many days are deleted by the weekly sync (never fewer than 31).
     "RETENTION_DAYS": env_int("CPS_LOGIN_RETENTION_DAYS", 62),
-    # User ids are bitmap offsets: a day bitmap of one type holds up to MAX_USER_ID / 8 bytes (16 M ids: 2 MB).
     "MAX_USER_ID": env_int("CPS_MAX_USER_ID", 2**24 - 1),
 }
 

@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class LoginlogConfig(AppConfig):
     name = "loginlog"
     verbose_name = "User logins"
+
+    def ready(self) -> None:
+        from loginlog.bitmaps import queue_logins
+        from loginlog.events import parse_login
+        from stats.plugins import register_counter, register_event_type
+
+        register_event_type("login", parse_login)
+        register_counter("logins", event_type="login", queue=queue_logins)

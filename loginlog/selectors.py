@@ -15,10 +15,11 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from loginlog.models import LoginMonth
-from loginlog.realtime import month_bits_to_mask, set_bits
+from loginlog.bitmaps import month_bits_to_mask, set_bits
 from loginlog.validation import user_types
-from stats import keys
-from stats.timeutil import local_day, stamp_day, stamp_month
+from cpsproject.common import redis_keys
+from loginlog import keys
+from cpsproject.common.timeutil import local_day, stamp_day, stamp_month
 
 
 def _months(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -103,7 +104,7 @@ def _active(*, user_type: str, start: dt.date, end: dt.date) -> ActiveUsers:
     """One round trip: which day bitmaps exist, and their BITOP OR (a missing key ORs as zeros)."""
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
     day_keys = [keys.login_day(user_type, stamp_day(d)) for d in days]
-    scratch = keys.scratch(uuid.uuid4().hex)
+    scratch = redis_keys.scratch(uuid.uuid4().hex)
     pipe = get_redis_connection("default").pipeline(transaction=True)
     for key in day_keys:
         pipe.exists(key)

@@ -8,13 +8,13 @@ from django.db import connection
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from cpsproject.common.locks import redis_lock
+from cpsproject.common.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
+from loginlog import keys
+from loginlog.bitmaps import month_bits_to_mask, queue_login
 from loginlog.models import LoginMonth
-from loginlog.realtime import month_bits_to_mask, queue_login
 from loginlog.selectors import retention_cutoff
 from loginlog.validation import user_types, validate_login
-from stats import keys
-from stats.locks import redis_lock
-from stats.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a valid login is; shared by the consumer (dead letters), the API (400) and in-process callers."""
 
-from django.conf import settings
+from loginlog.conf import login_setting
 
 # A user id is a bit offset in a day bitmap: ids are decimal digits, and few of them.
 _MAX_ID_DIGITS = 19
@@ -16,12 +16,12 @@ class LoginRejected(ValueError):
 
 
 def user_types() -> list[str]:
-    return list(settings.CPS_LOGINS["USER_TYPES"])
+    return list(login_setting("USER_TYPES"))
 
 
 def max_user_id() -> int:
     """The largest user id a bitmap may hold; a day bitmap of one type costs up to ``max_user_id / 8`` bytes."""
-    return int(settings.CPS_LOGINS["MAX_USER_ID"])
+    return int(login_setting("MAX_USER_ID"))
 
 
 def _shown(value: object) -> str:

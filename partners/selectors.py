@@ -11,11 +11,6 @@ def partner_subtree(*, partner: Partner, include_self: bool = True) -> QuerySet[
     return qs if include_self else qs.exclude(pk=partner.pk)
 
 
-def partner_ancestors(*, partner: Partner) -> list[Partner]:
-    """Return the ancestors from the root down to the parent."""
-    by_id = Partner.objects.in_bulk(partner.ancestor_ids)
-    return [by_id[pk] for pk in partner.ancestor_ids]
-
 
 @dataclass(frozen=True)
 class Lineage:

@@ -1,9 +1,54 @@
-"""One accessor for the ``CPS_STATS`` settings dict, read at call time so tests can override it."""
+"""The options of ``stats`` with their defaults; ``settings.CPS_STATS`` overrides any of them."""
 
-from typing import Any
+from cpsproject.common.conf import AppSettings, Check, positive_int
 
-from django.conf import settings
+DEFAULTS = {
+    "BUCKET_SECONDS": 300,
+    # A bucket is settled (flushed without --include-open, then deletable) this long after it ends.
+    "SETTLE_SECONDS": 300,
+    "MAX_FUTURE_SECONDS": 600,
+    "MAX_LATENESS_SECONDS": 7 * 86400,
+    "MAX_EVENT_BYTES": 64 * 1024,
+    # Case-insensitive substrings of the user agent that mark bot traffic.
+    "BOT_UA_PATTERNS": [
+        "bot",
+        "spider",
+        "crawler",
+        "slurp",
+        "curl/",
+        "wget/",
+        "python-requests",
+        "headlesschrome",
+        "facebookexternalhit",
+        "bingpreview",
+        "mediapartners-google",
+    ],
+    # window name -> (slot seconds, slots in the window)
+    "RANKING_WINDOWS": {"1h": (300, 12), "24h": (3600, 24), "7d": (86400, 7)},
+    # precision seconds -> samples kept
+    "SERIES_RETENTION": {1: 3600, 5: 2880, 60: 1440, 300: 2016, 3600: 720, 18000: 876, 86400: 730},
+    "KAFKA_SESSION_TIMEOUT_MS": 10_000,
+    "CONSUMER_BATCH_SIZE": 2000,
+    "PARTNER_CACHE_SECONDS": 30,
+    "KEY_PREFIX": "cps",  # read by the API throttle until it moves to cpsproject.common.redis_keys
+}
 
-
-def stats_setting(name: str) -> Any:
-    return settings.CPS_STATS[name]
+stats_setting = AppSettings(
+    "CPS_STATS",
+    DEFAULTS,
+    checks={
+        name: positive_int()
+        for name in (
+            "BUCKET_SECONDS",
+            "MAX_LATENESS_SECONDS",
+            "MAX_EVENT_BYTES",
+            "KAFKA_SESSION_TIMEOUT_MS",
+            "CONSUMER_BATCH_SIZE",
+        )
+    }
+    | {
+        "BOT_UA_PATTERNS": Check(
+            lambda v: all(isinstance(p, str) and p for p in v), "a list of non-empty strings"
+        )
+    },
+)

@@ -1,9 +1,7 @@
-"""The Redis key schema: every key the product reads or writes is built here and nowhere else.
+"""Every Redis key of ``stats``, on the shared prefix ``{P}`` (see ``cpsproject.common.redis_keys``).
 
-All keys start with ``{P}:`` where ``P`` is ``CPS_STATS["KEY_PREFIX"]``. The braces make ``P`` a Redis Cluster
-hash tag, so every key lives in one slot: the consumer applies a whole batch (counters of many partners plus the
-Kafka offset they cover) in one MULTI/EXEC, and scripts touch several keys at once. ``~site`` stands for traffic
-with no partner (partner codes start with a letter or digit, so it cannot collide).
+``NO_PARTNER`` (``~site``) stands for traffic with no partner wherever a partner code is expected: in keys, in
+the archive and in day counts (partner codes start with a letter or digit, so it cannot collide).
 
 PV and UV (first design document)::
 
@@ -15,8 +13,6 @@ PV and UV (first design document)::
     {P}:uv:days                      zset   days that have UV keys, score yyyyMMdd
     {P}:offsets:{group}:{topic}      hash   Kafka partition -> next offset to read (moves with the counters)
     {P}:deadletters                  hash   reason -> dead letters counted
-    {P}:lock:{name}                  string lock token (SET NX EX)
-    {P}:tmp:{token}[:{part}]         any    scratch keys for merges, deleted in the same round trip
 
 Rankings (second design document)::
 
@@ -26,25 +22,15 @@ Rankings (second design document)::
 
 Time series (third design document)::
 
-    {P}:series:known                 zset   "{precision}:{counter}" members, score 0
+    {P}:series:known                 zset   "{precision}:{counter}" members, score 0; counters: "all"
+                                            (every human PV) and "p:{code}" (a partner's subtree PV)
     {P}:series:{precision}:{counter} hash   sample start epoch -> count
     {P}:series:cleaned               hash   precision -> epoch of the last clean
-
-Logins (fourth design document)::
-
-    {P}:login:{type}:{user_id}:{yyyyMM}   bitmap  bit d = logged in on day d of the month (bit 0 unused)
-    {P}:login:day:{type}:{yyyyMMdd}       bitmap  bit u = user u logged in that day
-    {P}:login:index:{yyyyMM}              set     "{type}:{user_id}" that have a month key
-    {P}:login:months                      zset    months that have keys, score yyyyMM
 """
 
-from stats.conf import stats_setting
+from cpsproject.common.redis_keys import prefix
 
-SITE = "~site"
-
-
-def prefix() -> str:
-    return "{" + stats_setting("KEY_PREFIX") + "}"
+NO_PARTNER = "~site"
 
 
 # --- PV / UV ------------------------------------------------------------------------------------------
@@ -90,19 +76,6 @@ def dead_letter_counts() -> str:
     return f"{prefix()}:deadletters"
 
 
-def lock(name: str) -> str:
-    return f"{prefix()}:lock:{name}"
-
-
-def scratch(token: str) -> str:
-    return f"{prefix()}:tmp:{token}"
-
-
-def scratch_part(scratch_key: str, part: int) -> str:
-    """A second scratch key beside ``scratch_key`` (PFMERGE takes stored HLL bytes only from keys)."""
-    return f"{scratch_key}:{part}"
-
-
 # --- Rankings -----------------------------------------------------------------------------------------
 
 
@@ -140,22 +113,3 @@ def series_hash_of_member(member: str) -> str:
 
 def series_cleaned() -> str:
     return f"{prefix()}:series:cleaned"
-
-
-# --- Logins -------------------------------------------------------------------------------------------
-
-
-def login_month(user_type: str, user_id: int, month_stamp: str) -> str:
-    return f"{prefix()}:login:{user_type}:{user_id}:{month_stamp}"
-
-
-def login_day(user_type: str, day_stamp: str) -> str:
-    return f"{prefix()}:login:day:{user_type}:{day_stamp}"
-
-
-def login_index(month_stamp: str) -> str:
-    return f"{prefix()}:login:index:{month_stamp}"
-
-
-def login_months() -> str:
-    return f"{prefix()}:login:months"

@@ -39,6 +39,7 @@ def pytest_sessionstart(session) -> None:
 def redis_prefix(settings) -> Iterator[str]:
     """Give every test its own Redis key prefix and delete only its keys afterwards."""
     prefix = f"cpstest-{uuid.uuid4().hex[:10]}"
+    settings.CPS_REDIS_PREFIX = prefix
     settings.CPS_STATS = {**settings.CPS_STATS, "KEY_PREFIX": prefix}
     yield prefix
     client = get_redis_connection("default")
@@ -127,7 +128,7 @@ def subprocess_env(settings, **extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "CPS_REDIS_PREFIX": settings.CPS_STATS["KEY_PREFIX"],
+        "CPS_REDIS_PREFIX": settings.CPS_REDIS_PREFIX,
         "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS,
         "KAFKA_TOPIC": settings.KAFKA_TOPIC,
         "KAFKA_GROUP_ID": settings.KAFKA_GROUP_ID,
@@ -136,3 +137,11 @@ def subprocess_env(settings, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+# --- Hypothesis profiles: bounded in the test command; HYPOTHESIS_PROFILE=long for a deep run --------------
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+hypothesis_settings.register_profile("default", max_examples=100)
+hypothesis_settings.register_profile("long", max_examples=5000)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -67,7 +67,19 @@ def feed(
     values: list[bytes], *, now: dt.datetime, partition: int = 0, source: str = "test-topic", group: str = "g"
 ):
     """Run values through the real ingest pipeline as one batch from one partition."""
-    from stats.ingest import Message, process_batch
+    from stats.pipeline.ingest import Message, process_batch
 
     messages = [Message(source, partition, next(_offsets), v) for v in values]
     return process_batch(messages, group=group, now=now)
+
+
+def archived_event_count() -> int:
+    """How many raw events the configured archive holds (each event_id once)."""
+    from stats.pipeline.archive import MongoArchive, get_archive
+
+    archive = get_archive()
+    if isinstance(archive, MongoArchive):
+        return archive.collection.count_documents({})
+    from stats.models import RawEvent
+
+    return RawEvent.objects.count()

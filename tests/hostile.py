@@ -1,6 +1,6 @@
 """A corpus of hostile Kafka message values, each with the dead-letter reason the product must give it.
 
-Written by hand from the event contract (``stats.events``): each entry is one kind of thing a buggy client or
+Written by hand from the event contract (``stats.pipeline.events``): each entry is one kind of thing a buggy client or
 an attacker can put on the topic. ``None`` is a tombstone (a message with no value).
 """
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from loginlog.services import login_record
-from stats.flush import flush
+from stats.jobs.flush import flush
 from tests.factories import create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db

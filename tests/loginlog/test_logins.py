@@ -16,7 +16,7 @@ from loginlog.selectors import (
     login_days,
 )
 from loginlog.services import login_record, months_to_sync, sync_logins
-from stats import keys
+from loginlog import keys
 from stats.models import DeadLetter
 from tests.factories import at, create_staff, feed, login_event
 

@@ -10,14 +10,15 @@ import pytest
 from django.db.models import Count
 from django.utils import timezone
 
-from stats.archive import get_archive
-from stats.flush import flush
+from cpsproject.common import redis_keys
+from cpsproject.common.timeutil import local_day
+from stats.devtools.producer import send_to_kafka
+from stats.devtools.simulate import simulate_events
+from stats.jobs.flush import flush
+from stats.keys import NO_PARTNER
 from stats.models import DailyStat, DeadLetter
-from stats.producer import send_to_kafka
-from stats.simulate import simulate_events
-from stats.timeutil import local_day
 from tests.conftest import ROOT, subprocess_env
-from tests.factories import create_tree, feed, pv_event
+from tests.factories import archived_event_count, create_tree, feed, pv_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 
@@ -49,7 +50,9 @@ def produce_day(*, events: int, users: int, seed: int = 5):
 
 def realtime_by_code() -> dict[str, DailyStat]:
     today = local_day(timezone.now())
-    return {(row.partner.code if row.partner else ""): row for row in DailyStat.objects.filter(date=today)}
+    return {
+        (row.partner.code if row.partner else NO_PARTNER): row for row in DailyStat.objects.filter(date=today)
+    }
 
 
 def test_consume_drains_topic_and_counts_every_partner_exactly(kafka_settings):
@@ -66,7 +69,7 @@ def test_consume_drains_topic_and_counts_every_partner_exactly(kafka_settings):
     assert len(truth.users["A"]) > 4900  # the root sees (nearly) the whole 5,000-user pool
     reasons = dict(DeadLetter.objects.values_list("reason").annotate(n=Count("id")))
     assert sum(reasons.values()) == truth.bad, str(sorted(reasons.items()))
-    assert get_archive().count_stored() == len(values) - truth.bad
+    assert archived_event_count() == len(values) - truth.bad
 
 
 @pytest.mark.parametrize("fault", ["after_archive:2", "after_redis:4", "after_commit:3"])
@@ -80,7 +83,7 @@ def test_consumer_killed_mid_stream_counts_every_event_once_after_restart(kafka_
     flush(include_open=True)
     rows = realtime_by_code()
     assert {code: rows[code].pv for code in truth.pv} == dict(truth.pv)
-    assert get_archive().count_stored() == len(values) - truth.bad
+    assert archived_event_count() == len(values) - truth.bad
     assert DeadLetter.objects.count() == truth.bad
 
 
@@ -96,7 +99,7 @@ def test_sigterm_finishes_the_batch_and_exits_zero(kafka_settings):
         text=True,
     )
     deadline = time.monotonic() + 60
-    while get_archive().count_stored() == 0 and time.monotonic() < deadline:
+    while archived_event_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
@@ -130,7 +133,7 @@ def test_flush_killed_between_commit_and_delete_leaves_the_same_tables(kafka_set
     flush(include_open=include_open)
     assert stat_tables() == after_crash
     rows = realtime_by_code()
-    assert (rows["A"].pv, rows["A1a"].pv, rows["B"].pv, rows[""].pv) == (
+    assert (rows["A"].pv, rows["A1a"].pv, rows["B"].pv, rows[NO_PARTNER].pv) == (
         100 + (30 if include_open else 0),
         50,
         50,
@@ -141,10 +144,8 @@ def test_flush_killed_between_commit_and_delete_leaves_the_same_tables(kafka_set
 def wait_for_lock_to_expire() -> None:
     from django_redis import get_redis_connection
 
-    from stats import keys
-
     deadline = time.monotonic() + 10
-    while get_redis_connection("default").exists(keys.lock("flush")) and time.monotonic() < deadline:
+    while get_redis_connection("default").exists(redis_keys.lock("flush")) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
@@ -202,13 +203,13 @@ def test_hostile_messages_through_the_broker_are_dead_lettered_and_known_traffic
     flush(include_open=True)
     rows = realtime_by_code()
     # Each of the five targets got 600 good events; A sees A1a, A1 and A2.
-    assert {code: rows[code].pv for code in ["A", "A1", "A1a", "A2", "B", ""]} == {
+    assert {code: rows[code].pv for code in ["A", "A1", "A1a", "A2", "B", NO_PARTNER]} == {
         "A": 1800,
         "A1": 1200,
         "A1a": 600,
         "A2": 600,
         "B": 600,
-        "": 600,
+        NO_PARTNER: 600,
     }
     expected: dict[str, int] = {}
     for _, reason in kinds.values():

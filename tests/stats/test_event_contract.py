@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from partners.selectors import partner_lineages
-from stats.archive import MongoArchive, SqlArchive
-from stats.events import Event, Rejected, parse_event
 from stats.models import DeadLetter
+from stats.pipeline.archive import MongoArchive, SqlArchive
+from stats.pipeline.events import Event, Rejected, parse_event
 from tests.factories import at, create_tree, feed, pv_event
 from tests.hostile import hostile_kinds
 
@@ -103,9 +103,11 @@ def test_hostile_kinds_in_a_batch_are_dead_lettered_and_good_events_all_count(tr
 @given(raw=st.binary(max_size=2000) | st.none())
 def test_any_bytes_parse_to_an_event_or_a_rejection(tree, raw):
     try:
-        parse(raw)
-    except Rejected:
-        pass
+        event = parse(raw)
+    except Rejected as rejected:
+        assert rejected.reason in DeadLetter.Reason.values
+    else:
+        assert event.event_id
 
 
 @PROPERTY

@@ -9,12 +9,11 @@ import pytest
 import redis
 from django.db import connection
 
-from stats.archive import get_archive
-from stats.flush import flush
-from stats.isolation import is_unavailable, isolate_failures
+from stats.jobs.flush import flush
 from stats.models import DailyStat, DeadLetter
+from stats.pipeline.isolation import is_unavailable, isolate_failures
 from tests.conftest import free_port
-from tests.factories import at, create_tree, feed, pv_event
+from tests.factories import archived_event_count, at, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +40,7 @@ def test_an_event_a_stage_refuses_is_dead_lettered_and_the_rest_counted(monkeypa
     # 24 good events went to A1a (odd n below 49), 25 to B; the poison pill counts nowhere, not even archived.
     assert DailyStat.objects.get(partner__code="A").pv == 24
     assert DailyStat.objects.get(partner__code="B").pv == 25
-    assert get_archive().count_stored() == 49
+    assert archived_event_count() == 49
 
 
 def test_bisecting_finds_every_item_that_fails_alone_and_stores_the_rest():

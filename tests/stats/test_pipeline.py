@@ -8,12 +8,11 @@ import pytest
 from django.db.models import Count
 from rest_framework.test import APIClient
 
-from stats.archive import get_archive
-from stats.flush import flush
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import reconcile
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
-from stats.reconcile import reconcile
-from stats.selectors import uv_between
-from tests.factories import at, create_staff, create_tree, feed, pv_event
+from stats.read.selectors import uv_between
+from tests.factories import archived_event_count, at, create_staff, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
 
@@ -264,4 +263,4 @@ def test_replayed_batch_is_archived_once():
     values = [pv_event(NOON, "A1", f"u{n}") for n in range(10)]
     feed(values, now=NOON)
     feed(values, now=NOON)
-    assert get_archive().count_stored() == 10
+    assert archived_event_count() == 10

@@ -7,16 +7,32 @@ from collections import Counter
 
 import pytest
 from django.db import connections
+from django_redis import get_redis_connection
 from rest_framework.test import APIClient
 
-from stats.rankings import live_slot_sums, rotate_all, top_partners, windows
-from stats.series import SITE_COUNTER, clean_series, partner_counter, read_series
+from stats import keys
+from stats.counters.rankings import rotate_all, top_partners, windows
+from stats.counters.series import SITE_COUNTER, clean_series, partner_counter, read_series
 from tests.factories import at, create_staff, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
 
 CODES = ["A", "A1", "A1a", "A2", "B"]
 CHAINS = {"A": ["A"], "A1": ["A", "A1"], "A1a": ["A", "A1", "A1a"], "A2": ["A", "A2"], "B": ["B"]}
+
+
+def live_slot_sums(*, window: str, scope: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Return (totals zset, sum of the live slot hashes), read straight from Redis."""
+    client = get_redis_connection("default")
+    totals = {
+        m.decode(): int(s)
+        for m, s in client.zrange(keys.ranking_total(window, scope), 0, -1, withscores=True)
+    }
+    summed: Counter[str] = Counter()
+    for slot_key in client.zrange(keys.ranking_slots(window, scope), 0, -1):
+        for code, pv in client.hgetall(slot_key).items():
+            summed[code.decode()] += int(pv)
+    return totals, {code: pv for code, pv in summed.items() if pv}
 
 
 def exact_top(events: list[tuple[dt.datetime, str]], *, since: dt.datetime, scope: str, limit: int):

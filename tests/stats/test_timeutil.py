@@ -2,8 +2,8 @@ import datetime as dt
 
 import pytest
 
-from stats.realtime import bucket_start
-from stats.timeutil import floor_local, local_day, stamp_minute
+from cpsproject.common.timeutil import floor_local, local_day, stamp_minute
+from stats.counters.pageviews import bucket_start
 from tests.factories import SHANGHAI, at
 
 UTC = dt.UTC

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from cpsproject.common.locks import LockBusy
 from loginlog.services import sync_logins
-from stats.locks import LockBusy
 
 
 class Command(BaseCommand):

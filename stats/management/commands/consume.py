@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from stats.conf import stats_setting
-from stats.consumer import StopFlag, consume_file, consume_kafka
+from stats.pipeline.consumer import StopFlag, consume_file, consume_kafka
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands import flush as django_flush
 
-from stats.flush import flush
-from stats.locks import LockBusy
+from cpsproject.common.locks import LockBusy
+from stats.jobs.flush import flush
 
 # Options Django's own `flush` (empty the database) is called with by its test machinery.
 DJANGO_FLUSH_OPTIONS = ("database", "interactive", "reset_sequences", "allow_cascade", "inhibit_post_migrate")

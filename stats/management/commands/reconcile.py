@@ -2,8 +2,8 @@ import datetime as dt
 
 from django.core.management.base import BaseCommand, CommandError
 
-from stats.locks import LockBusy
-from stats.reconcile import default_reconcile_day, reconcile
+from cpsproject.common.locks import LockBusy
+from stats.jobs.reconcile import default_reconcile_day, reconcile
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from stats.demo import seed_demo
+from stats.devtools.demo import seed_demo
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from stats.schedules import setup_schedules
+from cpsproject.common.schedules import setup_schedules
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from stats.producer import send_to_kafka, write_to_file
-from stats.simulate import simulate_events
-from stats.timeutil import local_day
+from cpsproject.common.timeutil import local_day
+from stats.devtools.producer import send_to_kafka, write_to_file
+from stats.devtools.simulate import simulate_events
 
 
 class Command(BaseCommand):

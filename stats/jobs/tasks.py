@@ -1,7 +1,7 @@
 """Functions django-q2 runs on schedule (see ``stats.schedules``); each returns a one-line summary."""
 
-from stats.flush import flush
-from stats.reconcile import default_reconcile_day, reconcile
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import default_reconcile_day, reconcile
 
 
 def flush_task() -> str:
@@ -15,7 +15,7 @@ def reconcile_yesterday_task() -> str:
 
 
 def maintain_windows_task() -> str:
-    from stats.rankings import rotate_all
-    from stats.series import clean_series
+    from stats.counters.rankings import rotate_all
+    from stats.counters.series import clean_series
 
     return f"{rotate_all()}; {clean_series()}"

@@ -7,14 +7,14 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from cpsproject.common.timeutil import local_day
 from partners.models import Partner
 from partners.services import partners_import_csv
-from stats.consumer import StopFlag, consume_file
-from stats.flush import flush
+from stats.devtools.producer import write_to_file
+from stats.devtools.simulate import simulate_events
+from stats.jobs.flush import flush
 from stats.models import DailyStat
-from stats.producer import write_to_file
-from stats.simulate import simulate_events
-from stats.timeutil import local_day
+from stats.pipeline.consumer import StopFlag, consume_file
 
 logger = logging.getLogger(__name__)
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from cpsproject.common.locks import redis_lock
+from cpsproject.common.timeutil import local_day
+from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
-from stats.archive import get_archive
-from stats.locks import redis_lock
+from stats.keys import NO_PARTNER
 from stats.models import DailyStat, ReconcileDrift
-from stats.timeutil import local_day
-from stats.upsert import upsert_rows
+from stats.pipeline.archive import get_archive
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
     with redis_lock("reconcile"):
         counts = get_archive().count_day(day)
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))
-        ids[""] = None
+        ids[NO_PARTNER] = None
         existing = {row.partner_id: row for row in DailyStat.objects.filter(date=day)}
         partner_ids = {ids[code] for code in counts.codes() if code in ids} | set(existing)
         code_by_id = {pid: code for code, pid in ids.items()}

@@ -9,11 +9,11 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django_redis import get_redis_connection
 from redis.exceptions import LockError
 
-from stats import keys
-from stats.conf import stats_setting
+from cpsproject.common import redis_keys
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +24,9 @@ class LockBusy(Exception):
 
 @contextmanager
 def redis_lock(name: str) -> Iterator[None]:
-    lock = get_redis_connection("default").lock(keys.lock(name), timeout=stats_setting("LOCK_SECONDS"))
+    lock = get_redis_connection("default").lock(redis_keys.lock(name), timeout=settings.CPS_LOCK_SECONDS)
     if not lock.acquire(blocking=False):
-        raise LockBusy(f"another {name} is running (lock {keys.lock(name)} is held)")
+        raise LockBusy(f"another {name} is running (lock {redis_keys.lock(name)} is held)")
     try:
         yield
     finally:
@@ -36,5 +36,5 @@ def redis_lock(name: str) -> Iterator[None]:
             logger.warning(
                 "%s outlived its %ss lock; another run may have overlapped",
                 name,
-                stats_setting("LOCK_SECONDS"),
+                settings.CPS_LOCK_SECONDS,
             )

@@ -11,10 +11,10 @@ from django.conf import settings
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from stats import faults
+from cpsproject.common import faults
 from stats.conf import stats_setting
-from stats.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
-from stats.isolation import StopRequested
+from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
+from stats.pipeline.isolation import StopRequested
 
 logger = logging.getLogger(__name__)
 

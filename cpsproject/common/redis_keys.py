@@ -1,0 +1,30 @@
+"""The Redis key prefix every app builds its keys on, and the keys no single app owns (locks, scratch).
+
+Every key of the product starts with ``{P}:`` where ``P`` is ``settings.CPS_REDIS_PREFIX`` (environment
+``CPS_REDIS_PREFIX``, default ``cps``). The braces make ``P`` a Redis Cluster hash tag, so every key lives in one
+slot: the consumer applies a whole batch (counters of many partners plus the Kafka offset they cover) in one
+MULTI/EXEC, and scripts touch several keys at once. Each app builds its own keys in its ``keys`` module on
+``prefix()``; no key string is formatted anywhere else::
+
+    {P}:lock:{name}            string  lock token (SET NX PX), renewed while its job runs
+    {P}:tmp:{token}[:{part}]   any     scratch keys for merges, deleted in the round trip that made them
+"""
+
+from django.conf import settings
+
+
+def prefix() -> str:
+    return "{" + settings.CPS_REDIS_PREFIX + "}"
+
+
+def lock(name: str) -> str:
+    return f"{prefix()}:lock:{name}"
+
+
+def scratch(token: str) -> str:
+    return f"{prefix()}:tmp:{token}"
+
+
+def scratch_part(scratch_key: str, part: int) -> str:
+    """A second scratch key beside ``scratch_key`` (PFMERGE takes stored HLL bytes only from keys)."""
+    return f"{scratch_key}:{part}"

@@ -1,0 +1,110 @@
+"""Counters at several precisions (third design document): one hash per precision and counter.
+
+Counters: ``site`` (all human PV) and ``p:{code}`` (a partner's subtree PV). Samples start on business-time
+boundaries. The cleaner trims samples older than each precision's retention and forgets empty counters in one
+Lua script per counter, so it never races a concurrent increment; a precision is only walked when it is due.
+"""
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+
+from django.utils import timezone
+from django_redis import get_redis_connection
+
+from cpsproject.common.timeutil import epoch, floor_epoch, floor_local, from_epoch, local_offset, to_local
+from stats import keys
+from stats.conf import stats_setting
+from stats.counters.hincrby import queue_hincrby_many
+from stats.pipeline.events import PageView
+
+SITE_COUNTER = "site"
+
+# KEYS: counter hash, known index. ARGV: oldest sample to keep, the counter's index member.
+_TRIM_COUNTER = """
+local removed = 0
+for _, sample in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if tonumber(sample) < tonumber(ARGV[1]) then
+    redis.call('HDEL', KEYS[1], sample)
+    removed = removed + 1
+  end
+end
+if redis.call('HLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[2]) end
+return removed
+"""
+
+
+def partner_counter(code: str) -> str:
+    return f"p:{code}"
+
+
+def precisions() -> dict[int, int]:
+    """Return precision seconds -> samples kept."""
+    return dict(stats_setting("SERIES_RETENTION"))
+
+
+def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
+    """Queue the increment of every (precision, counter, sample) the batch touches."""
+    counts: Counter[tuple[int, str, int]] = Counter()
+    periods = list(precisions())
+    for view in views:
+        if view.is_bot:
+            continue
+        counters = [SITE_COUNTER] + [partner_counter(c) for c in (view.lineage.codes if view.lineage else ())]
+        seconds, offset = int(view.ts.timestamp()), local_offset(view.ts)
+        for precision in periods:
+            sample = floor_epoch(seconds, precision, offset)
+            for counter in counters:
+                counts[(precision, counter, sample)] += 1
+    increments: dict[tuple[str, str], int] = {}
+    known = set()
+    for (precision, counter, sample), amount in counts.items():
+        increments[(keys.series_hash(precision, counter), str(sample))] = amount
+        known.add(keys.series_member(precision, counter))
+    queue_hincrby_many(pipe, increments)
+    if known:
+        pipe.zadd(keys.series_known(), dict.fromkeys(known, 0))
+
+
+def oldest_kept_sample(precision: int, now: dt.datetime) -> int:
+    return epoch(floor_local(now, precision)) - (precisions()[precision] - 1) * precision
+
+
+def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
+    """Trim expired samples of every due precision; return a summary."""
+    now = now or timezone.now()
+    client = get_redis_connection("default")
+    trim = client.register_script(_TRIM_COUNTER)
+    last_cleaned = {int(p): float(t) for p, t in client.hgetall(keys.series_cleaned()).items()}
+    removed = walked = 0
+    for precision in precisions():
+        # A precision is due once per its own period (at most once a minute): cheap when nothing is due.
+        if not force and now.timestamp() - last_cleaned.get(precision, 0) < max(60, min(precision, 3600)):
+            continue
+        oldest = oldest_kept_sample(precision, now)
+        members = client.zrangebylex(keys.series_known(), f"[{precision}:", f"[{precision}:\xff")
+        for member in members:
+            member = member.decode()
+            removed += trim(
+                keys=[keys.series_hash_of_member(member), keys.series_known()], args=[oldest, member]
+            )
+            walked += 1
+        client.hset(keys.series_cleaned(), str(precision), now.timestamp())
+    return f"trimmed {removed} series samples over {walked} counters"
+
+
+MAX_POINTS = 5000
+
+
+def read_series(
+    *, counter: str, precision: int, start: dt.datetime, end: dt.datetime
+) -> list[tuple[dt.datetime, int]]:
+    """Return zero-filled ``(sample start, count)`` from the sample holding ``start`` to the one holding ``end``."""
+    first, last = epoch(floor_local(start, precision)), epoch(floor_local(end, precision))
+    samples = list(range(first, last + 1, precision))
+    values = (
+        get_redis_connection("default").hmget(keys.series_hash(precision, counter), [str(s) for s in samples])
+        if samples
+        else []
+    )
+    return [(to_local(from_epoch(s)), int(v or 0)) for s, v in zip(samples, values, strict=True)]

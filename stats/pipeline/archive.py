@@ -1,0 +1,186 @@
+"""The raw-event archive: one interface (``Archive``), two backends, as Django's session backends share one base.
+
+``MongoArchive`` (production, ``MONGO_URL`` set) and ``SqlArchive`` (the ``RawEvent`` table, ``MONGO_URL`` unset).
+Both store each ``event_id`` once (a repeat is not an error) and answer the exact per-day counts that
+``reconcile`` writes. ``mongomock://`` runs the MongoDB backend in-process (tests).
+"""
+
+import datetime as dt
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+
+from django.conf import settings
+from django.db.models import Count, Q
+
+from cpsproject.common.timeutil import local_day
+from stats.keys import NO_PARTNER
+from stats.models import RawEvent
+from stats.pipeline.events import PageView
+from stats.pipeline.registry import Event
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DayCounts:
+    """Exact counts of one day. Keys are partner codes, ``NO_PARTNER`` for traffic with no partner."""
+
+    pv_self: dict[str, int] = field(default_factory=dict)
+    uv_self: dict[str, int] = field(default_factory=dict)
+    bot_pv: dict[str, int] = field(default_factory=dict)
+    pv_tree: dict[str, int] = field(default_factory=dict)
+    uv_tree: dict[str, int] = field(default_factory=dict)
+
+    def codes(self) -> set[str]:
+        return set(self.pv_self) | set(self.bot_pv) | set(self.pv_tree)
+
+
+def _document(event: Event) -> dict:
+    lineage = getattr(event, "lineage", None)
+    return {
+        "_id": event.event_id,
+        "type": event.type,
+        "ts": event.ts,
+        "day": local_day(event.ts).isoformat(),
+        "partner": lineage.code if lineage else NO_PARTNER,
+        "path": list(lineage.codes) if lineage else [],
+        "openid": getattr(event, "openid", ""),
+        "is_bot": getattr(event, "is_bot", False),
+        "payload": event.payload,  # the JSON text as received: its keys may be anything ("$", ".", NUL)
+    }
+
+
+class Archive(ABC):
+    """Where raw events are kept for the exact recount."""
+
+    name: str
+
+    @abstractmethod
+    def store(self, events: Iterable[Event]) -> None:
+        """Store ``events``; an ``event_id`` already stored is skipped, not an error (replays are normal)."""
+
+    @abstractmethod
+    def count_day(self, day: dt.date) -> DayCounts:
+        """Return the exact PV and UV of business day ``day``, per partner and per subtree, bots apart."""
+
+
+class SqlArchive(Archive):
+    """Raw events in the Django database (``RawEvent``)."""
+
+    name = "sql"
+
+    def store(self, events: Iterable[Event]) -> None:
+        rows = []
+        for event in events:
+            doc = _document(event)
+            path = doc["path"] + ["", "", ""]
+            rows.append(
+                RawEvent(
+                    event_id=doc["_id"],
+                    type=doc["type"],
+                    ts=doc["ts"],
+                    day=dt.date.fromisoformat(doc["day"]),
+                    partner=doc["partner"],
+                    partner_l1=path[0],
+                    partner_l2=path[1],
+                    partner_l3=path[2],
+                    openid=doc["openid"],
+                    is_bot=doc["is_bot"],
+                    payload=doc["payload"],
+                )
+            )
+        RawEvent.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+
+    def count_day(self, day: dt.date) -> DayCounts:
+        counts = DayCounts()
+        views = RawEvent.objects.filter(day=day, type=PageView.type)
+        humans = views.filter(is_bot=False)
+        distinct_users = Count("openid", distinct=True, filter=~Q(openid=""))
+        for row in humans.values("partner").annotate(pv=Count("event_id"), uv=distinct_users):
+            counts.pv_self[row["partner"]] = row["pv"]
+            counts.uv_self[row["partner"]] = row["uv"]
+        for row in views.filter(is_bot=True).values("partner").annotate(n=Count("event_id")):
+            counts.bot_pv[row["partner"]] = row["n"]
+        for column in ("partner_l1", "partner_l2", "partner_l3"):
+            subtree = humans.exclude(**{column: ""}).values(column)
+            for row in subtree.annotate(pv=Count("event_id"), uv=distinct_users):
+                counts.pv_tree[row[column]] = row["pv"]
+                counts.uv_tree[row[column]] = row["uv"]
+        return counts
+
+
+class MongoArchive(Archive):
+    """Raw events in MongoDB, ``_id = event_id``."""
+
+    name = "mongo"
+
+    def __init__(self, url: str, database: str):
+        if url.startswith("mongomock://"):
+            import mongomock
+
+            client = mongomock.MongoClient()
+        else:
+            from pymongo import MongoClient
+
+            client = MongoClient(url, tz_aware=True)
+        self.collection = client[database]["raw_events"]
+        self.collection.create_index([("day", 1), ("type", 1)])
+
+    def store(self, events: Iterable[Event]) -> None:
+        from pymongo.errors import BulkWriteError
+
+        documents = [_document(e) for e in events]
+        if not documents:
+            return
+        try:
+            self.collection.insert_many(documents, ordered=False)
+        except BulkWriteError as exc:
+            # 11000 is a duplicate _id: the event is archived already (a replay), which is fine.
+            others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
+            if others:
+                raise
+
+    def _grouped(self, match: dict, group_by: str, unwind: str | None = None) -> list[dict]:
+        """Two-stage $group: first (partner, openid) pairs, then partners, so memory stays bounded."""
+        stages: list[dict] = [{"$match": match}]
+        if unwind:
+            stages.append({"$unwind": unwind})
+        stages += [
+            {"$group": {"_id": {"p": group_by, "o": "$openid"}, "pv": {"$sum": 1}}},
+            {
+                "$group": {
+                    "_id": "$_id.p",
+                    "pv": {"$sum": "$pv"},
+                    "uv": {"$sum": {"$cond": [{"$eq": ["$_id.o", ""]}, 0, 1]}},
+                }
+            },
+        ]
+        return list(self.collection.aggregate(stages, allowDiskUse=True))
+
+    def count_day(self, day: dt.date) -> DayCounts:
+        counts = DayCounts()
+        base = {"day": day.isoformat(), "type": PageView.type}
+        for row in self._grouped({**base, "is_bot": False}, "$partner"):
+            counts.pv_self[row["_id"]] = row["pv"]
+            counts.uv_self[row["_id"]] = row["uv"]
+        for row in self._grouped({**base, "is_bot": True}, "$partner"):
+            counts.bot_pv[row["_id"]] = row["pv"]
+        for row in self._grouped({**base, "is_bot": False}, "$path", unwind="$path"):
+            counts.pv_tree[row["_id"]] = row["pv"]
+            counts.uv_tree[row["_id"]] = row["uv"]
+        return counts
+
+
+@cache
+def _mongo_archive(url: str, database: str) -> MongoArchive:
+    return MongoArchive(url, database)
+
+
+def get_archive() -> Archive:
+    """Return the archive the settings select: MongoDB when ``MONGO_URL`` is set, else the SQL table."""
+    if settings.MONGO_URL:
+        return _mongo_archive(settings.MONGO_URL, settings.MONGO_DB)
+    return SqlArchive()

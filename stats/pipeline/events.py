@@ -1,0 +1,179 @@
+"""The event contract: parse one Kafka message value into an event, or say exactly why it cannot be counted.
+
+``parse_event`` is total: whatever bytes arrive (a tombstone with no value included), it returns an event or
+raises ``Rejected`` with a dead-letter reason. The rules, and why:
+
+- The value is UTF-8 JSON as RFC 8259 has it, read by orjson: no NaN or Infinity, no lone surrogates (escaped
+  or encoded), nesting at most 1,024 deep, numbers that fit a double. Anything else is ``not_json``, so every
+  archived payload is text that every backend stores as it is.
+- Identifier fields (``event_id``, ``partner``, ``openid``, ``user_type``) are JSON strings, or integers
+  where a client may reasonably send a number (``event_id``, ``partner``, ``openid``, ``user_id``). They are
+  stored in SQL columns, MongoDB and Redis keys, so they hold no control characters (NUL included) and no
+  surrogates, and have a maximum length.
+- ``ts`` is an ISO-8601 string with a UTC offset, or epoch milliseconds as a JSON number (not a boolean).
+- ``url``, ``ua`` and ``ip`` are optional strings (or null); other fields are kept in the archive and ignored.
+- Each type adds its own rules in its parser (``parse_page_view`` here; ``login`` in ``loginlog.events``).
+"""
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import orjson
+
+from cpsproject.common.timeutil import UTC, from_epoch
+from partners.selectors import Lineage
+from stats.conf import stats_setting
+from stats.keys import NO_PARTNER
+from stats.models import DeadLetter
+from stats.pipeline.registry import Envelope, Event, event_parser, event_types
+
+Reason = DeadLetter.Reason
+
+# C0 controls (NUL included), DEL and surrogates: no storage layer takes all of them in an identifier.
+_UNSTORABLE_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class PageView:
+    event_id: str
+    ts: dt.datetime
+    lineage: Lineage | None  # None: traffic with no partner
+    openid: str
+    is_bot: bool
+    payload: str = field(repr=False)  # the message value as received (valid UTF-8 JSON)
+
+    type = "pv"
+
+    @property
+    def partner(self) -> str:
+        return self.lineage.code if self.lineage else NO_PARTNER
+
+
+class Rejected(Exception):
+    """The message is a dead letter for ``reason``; the message says what was wrong."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@lru_cache(maxsize=8)
+def _bot_regex(patterns: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(re.escape(p) for p in patterns), re.IGNORECASE)
+
+
+def is_bot_user_agent(user_agent: str) -> bool:
+    return bool(user_agent) and bool(_bot_regex(tuple(stats_setting("BOT_UA_PATTERNS"))).search(user_agent))
+
+
+def _shown(value: object) -> str:
+    """A short, printable rendering of a rejected value for the dead letter's detail."""
+    text = value if isinstance(value, str) else type(value).__name__
+    return repr(text[:40].encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+
+
+def parse_ts(value: object) -> dt.datetime:
+    """Return an aware UTC datetime from ISO-8601 with an offset or from epoch milliseconds."""
+    if isinstance(value, bool):
+        raise Rejected(Reason.BAD_TS, f"ts must be ISO-8601 or epoch ms, not {value!r}")
+    if isinstance(value, int | float):
+        try:
+            return from_epoch(value / 1000)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise Rejected(Reason.BAD_TS, f"ts {value!r} is not a usable epoch in ms") from exc
+    if isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value)
+            if moment.tzinfo is None:
+                raise Rejected(Reason.BAD_TS, f"ts {_shown(value)} has no UTC offset")
+            return moment.astimezone(UTC)
+        except (ValueError, OverflowError) as exc:
+            raise Rejected(Reason.BAD_TS, f"ts {_shown(value)} is not ISO-8601 within years 1-9999") from exc
+    raise Rejected(Reason.BAD_TS, f"ts must be ISO-8601 or epoch ms, not {type(value).__name__}")
+
+
+def identifier(payload: dict, name: str, *, required: bool, limit: int = 128, numbers: bool = True) -> str:
+    """Return the field as a storable string ("" when absent and optional), or raise ``Rejected``."""
+    value = payload.get(name)
+    if value is None or value == "":
+        if required:
+            raise Rejected(Reason.MISSING_FIELD, f"{name} is missing")
+        return ""
+    if numbers and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        allowed = "a string or an integer" if numbers else "a string"
+        raise Rejected(Reason.BAD_FIELD, f"{name} must be {allowed}, not {type(value).__name__}")
+    if len(value) > limit:
+        raise Rejected(Reason.BAD_FIELD, f"{name} is longer than {limit} characters")
+    if _UNSTORABLE_CHARACTER.search(value):
+        raise Rejected(Reason.BAD_FIELD, f"{name} holds a control character or a lone surrogate")
+    return value
+
+
+def _optional_text(payload: dict, name: str) -> str:
+    value = payload.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Rejected(Reason.BAD_FIELD, f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def parse_event(raw: bytes | None, *, lineages: Mapping[str, Lineage], now: dt.datetime) -> Event:
+    """Parse one message value; raise ``Rejected`` with the dead-letter reason when it cannot be counted."""
+    if not raw:
+        raise Rejected(Reason.EMPTY, "no value (a tombstone)" if raw is None else "an empty value")
+    if len(raw) > stats_setting("MAX_EVENT_BYTES"):
+        raise Rejected(Reason.TOO_LARGE, f"{len(raw)} bytes is over {stats_setting('MAX_EVENT_BYTES')}")
+    try:
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected(Reason.NOT_JSON, str(exc)[:200]) from exc
+    if not isinstance(payload, dict):
+        raise Rejected(Reason.NOT_OBJECT, f"a JSON {type(payload).__name__}, not an object")
+    event_id = identifier(payload, "event_id", required=True)
+    event_type = identifier(payload, "type", required=True, limit=16, numbers=False)
+    if payload.get("ts") in (None, ""):
+        raise Rejected(Reason.MISSING_FIELD, "ts is missing")
+    ts = parse_ts(payload["ts"])
+    if ts > now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS")):
+        raise Rejected(Reason.TS_IN_FUTURE, f"ts {ts.isoformat()} is ahead of now {now.isoformat()}")
+    if ts < now - dt.timedelta(seconds=stats_setting("MAX_LATENESS_SECONDS")):
+        raise Rejected(Reason.TS_TOO_OLD, f"ts {ts.isoformat()} is older than the maximum lateness")
+    parse = event_parser(event_type)
+    if parse is None:
+        raise Rejected(Reason.UNKNOWN_TYPE, f"type {event_type!r} is not one of {', '.join(event_types())}")
+    return parse(payload, Envelope(event_id=event_id, ts=ts, text=text, lineages=lineages))
+
+
+def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
+    """The ``pv`` event type (registered by ``stats.apps``)."""
+    code = identifier(payload, "partner", required=False, limit=64)
+    lineage = None
+    if code:
+        lineage = envelope.lineages.get(code)
+        if lineage is None:
+            raise Rejected(Reason.UNKNOWN_PARTNER, f"partner {code!r} does not exist")
+        if not lineage.is_active:
+            raise Rejected(Reason.INACTIVE_PARTNER, f"partner {code!r} is inactive")
+    openid = identifier(payload, "openid", required=False)
+    _optional_text(payload, "url")
+    _optional_text(payload, "ip")
+    user_agent = _optional_text(payload, "ua")
+    return PageView(
+        event_id=envelope.event_id,
+        ts=envelope.ts,
+        lineage=lineage,
+        openid=openid,
+        is_bot=is_bot_user_agent(user_agent),
+        payload=envelope.text,
+    )

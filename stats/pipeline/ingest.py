@@ -1,0 +1,289 @@
+"""The ingest pipeline for one polled batch: validate, archive, pre-aggregate, apply to Redis with offsets.
+
+``process_batch`` is what the ``consume`` command calls for every poll, and what tests call directly.
+Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
+(re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
+not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
+"""
+
+import datetime as dt
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+from django_redis import get_redis_connection
+
+from cpsproject.common import faults
+from partners.selectors import Lineage, partner_lineages
+from stats import keys
+from stats.conf import stats_setting
+from stats.models import DeadLetter
+from stats.pipeline.archive import get_archive
+from stats.pipeline.events import Reason, Rejected, parse_event
+from stats.pipeline.isolation import is_unavailable, isolate_failures, retry_while_unavailable
+from stats.pipeline.registry import Event, queue_counters
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message as read from Kafka (or one line of a replay file)."""
+
+    source: str  # the Kafka topic, or file:PATH
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+@dataclass
+class BatchResult:
+    counted: int = 0
+    dead: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: "BatchResult") -> None:
+        self.counted += other.counted
+        self.dead.update(other.dead)
+
+    def summary(self) -> str:
+        dead = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dead.items())) or "none"
+        return f"counted {self.counted} events; dead letters: {dead}"
+
+
+class PartnerDirectory:
+    """Partner lineages cached in the process; reloaded periodically and when an unknown code shows up."""
+
+    def __init__(self) -> None:
+        self._lineages: dict[str, Lineage] = {}
+        self._loaded_at = float("-inf")
+
+    def lineages(self, *, force: bool = False) -> dict[str, Lineage]:
+        if force or time.monotonic() - self._loaded_at > stats_setting("PARTNER_CACHE_SECONDS"):
+            self._lineages = partner_lineages()
+            self._loaded_at = time.monotonic()
+        return self._lineages
+
+
+def _queue_counters(pipe, events: Sequence[Event], now: dt.datetime) -> None:
+    """Queue what every registered counter takes from one partition's events."""
+    faults.fail_for(events, point="count")
+    queue_counters(pipe, events, now=now)
+
+
+@dataclass
+class _Parsed:
+    """A batch after parsing: per partition, the events to count and the dead letters to store."""
+
+    events: defaultdict[tuple[str, int], list[tuple[Message, Event]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def reject(self, message: Message, reason: str, detail: str) -> None:
+        self.dead_letters.append(
+            DeadLetter(
+                source=message.source,
+                partition=message.partition,
+                offset=message.offset,
+                reason=reason,
+                detail=detail[:500],
+                raw=message.value or b"",
+            )
+        )
+
+    def dead_counts(self, where: tuple[str, int]) -> Counter[str]:
+        return Counter(d.reason for d in self.dead_letters if (d.source, d.partition) == where)
+
+    def all_events(self) -> list[tuple[Message, Event]]:
+        return [pair for pairs in self.events.values() for pair in pairs]
+
+
+def _parse(
+    messages: Sequence[Message], *, directory: PartnerDirectory, now: dt.datetime, should_stop
+) -> _Parsed:
+    parsed = _Parsed()
+    lineages = retry_while_unavailable(directory.lineages, what="loading partners", should_stop=should_stop)
+    refreshed = False
+    for message in messages:
+        where = (message.source, message.partition)
+        parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), message.offset + 1)
+        try:
+            try:
+                event = parse_event(message.value, lineages=lineages, now=now)
+            except Rejected as rejected:
+                if rejected.reason != Reason.UNKNOWN_PARTNER or refreshed:
+                    raise
+                # The partner may have been created since the cache was loaded: reload once per batch.
+                lineages = retry_while_unavailable(
+                    lambda: directory.lineages(force=True), what="reloading partners", should_stop=should_stop
+                )
+                refreshed = True
+                event = parse_event(message.value, lineages=lineages, now=now)
+        except Rejected as rejected:
+            parsed.reject(message, rejected.reason, rejected.detail)
+            continue
+        except Exception as exc:  # a bug in the parser must not stop all counting: keep the message
+            logger.exception(
+                "the parser failed on %s[%d]@%d", message.source, message.partition, message.offset
+            )
+            parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
+            continue
+        parsed.events[where].append((message, event))
+    return parsed
+
+
+def _set_aside(
+    parsed: _Parsed, failures: list[tuple[tuple[Message, Event], BaseException]], stage: str
+) -> None:
+    """Turn the events a stage refused on their own into ``unstorable`` dead letters, out of the batch."""
+    for (message, event), exc in failures:
+        logger.error(
+            "%s refused event %r at %s[%d]@%d: %s",
+            stage,
+            event.event_id,
+            message.source,
+            message.partition,
+            message.offset,
+            exc,
+        )
+        parsed.reject(message, Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
+        parsed.events[(message.source, message.partition)].remove((message, event))
+
+
+def _counters_pipeline(client, pairs: Sequence[tuple[Message, Event]], now: dt.datetime):
+    """Queue (not send) one partition's counter updates; an event the counters refuse is set aside first."""
+    pipe = client.pipeline(transaction=True)
+    _queue_counters(pipe, [event for _, event in pairs], now)
+    return pipe
+
+
+def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime):
+    try:
+        return _counters_pipeline(client, parsed.events[where], now)
+    except Exception as exc:
+        if is_unavailable(exc):
+            raise
+    # Rare path: find the events that fail on their own with a pipeline that sends nothing.
+    refused = isolate_failures(
+        parsed.events[where], lambda p: _queue_counters(_DiscardingPipeline(), [e for _, e in p], now)
+    )
+    _set_aside(parsed, refused, "counting")
+    return _counters_pipeline(client, parsed.events[where], now)
+
+
+def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
+    events = [event for _, event in pairs]
+    faults.fail_for(events, point="archive")
+    with transaction.atomic():
+        get_archive().store(events)
+
+
+def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
+    with transaction.atomic():
+        DeadLetter.objects.bulk_create(dead_letters, ignore_conflicts=True, batch_size=500)
+
+
+def _store_dead_letters_isolated(dead_letters: list[DeadLetter]) -> None:
+    """Store the dead letters; one the database refuses is stored without its raw bytes, or logged."""
+    for letter, exc in isolate_failures(dead_letters, _store_dead_letters):
+        where = f"{letter.source}[{letter.partition}]@{letter.offset}"
+        stripped = DeadLetter(
+            source=letter.source[:255],
+            partition=letter.partition,
+            offset=letter.offset,
+            reason=letter.reason,
+            detail=f"raw bytes not storable ({type(exc).__name__}: {exc})"[:500],
+            raw=b"",
+        )
+        if isolate_failures([stripped], _store_dead_letters):
+            logger.error("dead letter %s (%s) could not be stored: %s", where, letter.reason, exc)
+
+
+def process_batch(
+    messages: Sequence[Message],
+    *,
+    group: str,
+    directory: PartnerDirectory | None = None,
+    now: dt.datetime | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> BatchResult:
+    """Count ``messages`` exactly once; store what cannot be counted as dead letters. Return the tally.
+
+    A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
+    refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
+    """
+    now = now or timezone.now()
+    directory = directory or PartnerDirectory()
+    parsed = _parse(messages, directory=directory, now=now, should_stop=should_stop)
+
+    client = get_redis_connection("default")
+    # Counters are built before anything is stored, so an event they refuse is archived nowhere.
+    pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
+    refused = retry_while_unavailable(
+        lambda: isolate_failures(parsed.all_events(), _archive), what="archive", should_stop=should_stop
+    )
+    _set_aside(parsed, refused, "archive")
+    for where in {(m.source, m.partition) for (m, _), _ in refused}:
+        pipes[where] = _prepare_counters(client, parsed, where, now)
+    retry_while_unavailable(
+        lambda: _store_dead_letters_isolated(parsed.dead_letters),
+        what="dead letters",
+        should_stop=should_stop,
+    )
+    faults.reach("after_archive")
+
+    result = BatchResult()
+    for where, next_offset in parsed.next_offsets.items():
+        dead = parsed.dead_counts(where)
+        prepared = [pipes[where]]
+
+        def apply(where=where, next_offset=next_offset, dead=dead, prepared=prepared) -> None:
+            if prepared:
+                _apply_partition(client, where, prepared.pop(), dead, next_offset=next_offset, group=group)
+                return
+            # A retry after an outage: the transaction may have run before the connection dropped, and a
+            # sent pipeline has forgotten its commands. The stored offset moves with the counters, so it says.
+            stored = client.hget(keys.offsets(group, where[0]), str(where[1]))
+            if stored is None or int(stored) < next_offset:
+                pipe = _prepare_counters(client, parsed, where, now)
+                _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
+
+        retry_while_unavailable(apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop)
+        result.counted += len(parsed.events.get(where, []))
+        result.dead.update(dead)
+        faults.reach("after_redis")
+    if result.dead:
+        logger.warning("batch: %s", result.summary())
+    return result
+
+
+def _apply_partition(
+    client, where: tuple[str, int], pipe, dead: Counter[str], *, next_offset: int, group: str
+) -> None:
+    """One MULTI/EXEC: the partition's counters, its dead-letter counts and its next offset."""
+    source, partition = where
+    for reason, n in dead.items():
+        pipe.hincrby(keys.dead_letter_counts(), reason, n)
+    pipe.hset(keys.offsets(group, source), str(partition), next_offset)
+    pipe.execute()
+
+
+class _DiscardingPipeline:
+    """Takes any pipeline command and does nothing: the dry run that finds events the counters refuse."""
+
+    def register_script(self, script: str):
+        return lambda *args, **kwargs: None
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def stored_offsets(*, group: str, source: str) -> dict[int, int]:
+    """Return the next offset to read per partition, as stored with the counters."""
+    raw = get_redis_connection("default").hgetall(keys.offsets(group, source))
+    return {int(partition): int(offset) for partition, offset in raw.items()}
