@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Q
 
 from cpsproject.common.timeutil import local_day
@@ -36,6 +37,11 @@ class DayCounts:
 
     def codes(self) -> set[str]:
         return set(self.pv_self) | set(self.bot_pv) | set(self.pv_tree)
+
+
+def _db_datetime(moment: dt.datetime) -> dt.datetime:
+    """What the database driver takes for a DateTimeField (naive UTC on MySQL and SQLite with USE_TZ)."""
+    return connection.ops.adapt_datetimefield_value(moment)
 
 
 def _document(event: Event) -> dict:
@@ -72,27 +78,58 @@ class SqlArchive(Archive):
 
     name = "sql"
 
+    COLUMNS = (
+        "event_id",
+        "type",
+        "ts",
+        "day",
+        "partner",
+        "partner_l1",
+        "partner_l2",
+        "partner_l3",
+        "openid",
+        "is_bot",
+        "payload",
+    )
+    CHUNK = 1000
+
     def store(self, events: Iterable[Event]) -> None:
+        # One executemany of plain tuples: model instances and the ORM's SQL compiler cost more than the
+        # database spends on the insert. A repeated event_id is skipped by the database (replays are normal).
         rows = []
         for event in events:
             doc = _document(event)
             path = doc["path"] + ["", "", ""]
             rows.append(
-                RawEvent(
-                    event_id=doc["_id"],
-                    type=doc["type"],
-                    ts=doc["ts"],
-                    day=dt.date.fromisoformat(doc["day"]),
-                    partner=doc["partner"],
-                    partner_l1=path[0],
-                    partner_l2=path[1],
-                    partner_l3=path[2],
-                    openid=doc["openid"],
-                    is_bot=doc["is_bot"],
-                    payload=doc["payload"],
+                (
+                    doc["_id"],
+                    doc["type"],
+                    _db_datetime(doc["ts"]),
+                    doc["day"],
+                    doc["partner"],
+                    path[0],
+                    path[1],
+                    path[2],
+                    doc["openid"],
+                    doc["is_bot"],
+                    doc["payload"],
                 )
             )
-        RawEvent.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        if not rows:
+            return
+        with connection.cursor() as cursor:
+            for start in range(0, len(rows), self.CHUNK):
+                cursor.executemany(self._insert_ignoring_repeats(), rows[start : start + self.CHUNK])
+
+    def _insert_ignoring_repeats(self) -> str:
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(c) for c in self.COLUMNS)
+        values = ", ".join(["%s"] * len(self.COLUMNS))
+        table = quote(RawEvent._meta.db_table)
+        if connection.vendor == "mysql":
+            # Not INSERT IGNORE: that would also turn a refused value into a silent truncation.
+            return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON DUPLICATE KEY UPDATE {quote('event_id')} = {quote('event_id')}"
+        return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
 
     def count_day(self, day: dt.date) -> DayCounts:
         counts = DayCounts()
