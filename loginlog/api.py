@@ -10,9 +10,11 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_user_ids, active_users, login_days
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
+from partners.permissions import ModelPermissionForWrites
 from stats.params import choice_param, date_param, date_range_params
 from stats.timeutil import local_day
 
@@ -21,10 +23,17 @@ def _today() -> dt.date:
     return local_day(timezone.now())
 
 
+class LoginWrites(ModelPermissionForWrites):
+    """Recording a login needs ``loginlog.add_loginmonth``: logins end up as ``LoginMonth`` rows."""
+
+    model = LoginMonth
+    message = "Recording logins needs a staff user with the loginlog.add_loginmonth permission."
+
+
 @api_view(["POST"])
-@permission_classes([IsAdminUser])
+@permission_classes([IsAdminUser, LoginWrites])
 def record_login(request: Request) -> Response:
-    """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens only."""
+    """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens with the permission."""
     data = request.data
     try:
         user_type, user_id = validate_login(user_type=data.get("user_type"), user_id=data.get("user_id"))

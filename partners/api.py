@@ -1,18 +1,29 @@
 from django.db.models import QuerySet
 from rest_framework import mixins, viewsets
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 
 from partners.models import Partner
-from partners.permissions import get_visible_partner, visible_partners
+from partners.permissions import (
+    IsStaffOrPortal,
+    PartnerWrites,
+    could_be_code,
+    get_visible_partner,
+    visible_partners,
+)
 from partners.serializers import PartnerSerializer
 
 
 class PartnerViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):
-    """``/api/v1/partners/``: list (``?parent=CODE``, ``?level=N``), retrieve by code, create (staff)."""
+    """``/api/v1/partners/``: list (``?parent=CODE``, ``?level=N``), retrieve by code, create (staff).
+
+    Creating needs ``partners.add_partner``, checked before the body is read: a portal token gets 403 whatever
+    it sends, so it cannot probe which codes exist outside its subtree.
+    """
 
     serializer_class = PartnerSerializer
+    permission_classes = [IsStaffOrPortal, PartnerWrites]
     lookup_field = "code"
     lookup_value_regex = "[^/]+"
 
@@ -20,7 +31,10 @@ class PartnerViewSet(
         qs = visible_partners(self.request.user).select_related("parent")
         params = self.request.query_params
         if "parent" in params:
-            qs = qs.filter(parent__code=params["parent"]) if params["parent"] else qs.filter(parent=None)
+            parent = params["parent"]
+            if parent and not could_be_code(parent):
+                raise ValidationError({"parent": "parent must be a partner code."})
+            qs = qs.filter(parent__code=parent) if parent else qs.filter(parent=None)
         if "level" in params:
             if params["level"] not in {"1", "2", "3"}:
                 raise ValidationError({"level": "level must be 1, 2 or 3."})
@@ -29,8 +43,3 @@ class PartnerViewSet(
 
     def get_object(self) -> Partner:
         return get_visible_partner(self.request.user, self.kwargs["code"])
-
-    def perform_create(self, serializer: PartnerSerializer) -> None:
-        if not self.request.user.is_staff:
-            raise PermissionDenied("Only staff may create partners.")
-        serializer.save()

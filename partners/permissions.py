@@ -1,11 +1,21 @@
-"""Who may read what: staff see every partner; a portal user sees its own partner's subtree only."""
+"""Who may do what through the API.
 
-from django.db.models import QuerySet
+Reads: staff see every partner; a portal user sees its own partner's subtree only. Writes: staff holding the
+model permission the admin asks for. Permission classes run before the body is parsed, so a caller refused a
+write learns nothing from validation errors (which codes exist, which parents are missing).
+"""
+
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import ValidationError
+from django.db.models import Model, QuerySet
 from rest_framework.exceptions import NotFound
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from partners.models import Partner
+from partners.models import CODE_VALIDATOR, Partner
 from partners.selectors import partner_subtree
+
+# A longer path segment cannot name a partner: answer 404 without asking the database.
+_MAX_CODE = Partner._meta.get_field("code").max_length
 
 
 def portal_partner(user) -> Partner | None:
@@ -22,6 +32,35 @@ class IsStaffOrPortal(BasePermission):
         return bool(user and user.is_authenticated and (user.is_staff or portal_partner(user)))
 
 
+class ModelPermissionForWrites(BasePermission):
+    """Let reads through; a write needs a staff user with the model's add/change/delete permission.
+
+    The same permissions Django's admin checks (``DjangoModelPermissions`` without its queryset lookup, which
+    here would run the view's filters, and their 400s, before the permission check).
+    """
+
+    model: type[Model]
+    actions = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
+    message = "You do not have permission to change this data."
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in SAFE_METHODS:
+            return True
+        user = request.user
+        action = self.actions.get(request.method)
+        if action is None or not (user and user.is_authenticated and user.is_staff):
+            return False
+        opts = self.model._meta
+        return user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
+
+
+class PartnerWrites(ModelPermissionForWrites):
+    model = Partner
+    message = (
+        "Writing partners needs a staff user with the partners permission (partners.add_partner to create)."
+    )
+
+
 def visible_partners(user) -> QuerySet[Partner]:
     """Return the partners ``user`` may see: all for staff, the portal partner's subtree otherwise."""
     if user.is_staff:
@@ -30,8 +69,21 @@ def visible_partners(user) -> QuerySet[Partner]:
     return partner_subtree(partner=scope) if scope else Partner.objects.none()
 
 
+def could_be_code(code: object) -> bool:
+    """Whether ``code`` has the form of a partner code; anything else names no partner."""
+    if not isinstance(code, str) or not 0 < len(code) <= _MAX_CODE:
+        return False
+    try:
+        CODE_VALIDATOR(code)
+    except ValidationError:
+        return False
+    return True
+
+
 def get_visible_partner(user, code: str) -> Partner:
     """Return the partner with ``code`` if ``user`` may see it; 404 otherwise (never reveal it exists)."""
+    if not could_be_code(code):
+        raise NotFound("No such partner.")
     partner = visible_partners(user).select_related("parent").filter(code=code).first()
     if partner is None:
         raise NotFound(f"No partner {code!r}.")

@@ -1,4 +1,5 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
 from rest_framework import serializers
 
 from partners.models import Partner
@@ -22,3 +23,6 @@ class PartnerSerializer(serializers.ModelSerializer):
             )
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc
+        except IntegrityError as exc:
+            # Two requests creating the same code at once: the loser's check passed before the winner committed.
+            raise serializers.ValidationError({"code": ["partner with this code already exists."]}) from exc

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from loginlog.models import LoginMonth
@@ -149,7 +150,7 @@ def test_logins_through_the_consumer_dedupe_and_reject_bad_ones():
 
 
 def test_login_api():
-    create_staff()
+    create_staff().user_permissions.add(Permission.objects.get(codename="add_loginmonth"))
     client = APIClient()
     client.login(username="staff", password="pw")
     created = client.post(

@@ -1,6 +1,7 @@
 import base64
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
@@ -53,6 +54,7 @@ def test_anonymous_is_refused():
 
 def test_staff_creates_partner_and_gets_400_for_a_fourth_level(staff_client):
     create_tree()
+    User.objects.get(username="staff").user_permissions.add(Permission.objects.get(codename="add_partner"))
     created = staff_client.post(
         "/api/v1/partners/", {"code": "A2x", "name": "New", "parent": "A2"}, format="json"
     )
