@@ -5,10 +5,10 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
+from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_user_count, login_days
 from loginlog.validation import LoginRejected, user_types, validate_login
-from stats.timeutil import local_day
 
 
 @admin.register(LoginMonth)

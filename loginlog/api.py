@@ -1,22 +1,22 @@
-import calendar
 import datetime as dt
 
 from django.utils import timezone
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cpsproject.common.params import Pagination, choice_param, date_param, date_range_params, month_param
+from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_user_ids, active_users, login_days
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
 from partners.permissions import ModelPermissionForWrites
-from stats.params import choice_param, date_param, date_range_params
-from stats.timeutil import local_day
+
+ACTIVE_PAGE_SIZE = 1000
 
 
 def _today() -> dt.date:
@@ -30,15 +30,21 @@ class LoginWrites(ModelPermissionForWrites):
     message = "Recording logins needs a staff user with the loginlog.add_loginmonth permission."
 
 
+def _user(user_type: object, user_id: object) -> tuple[str, int]:
+    try:
+        return validate_login(user_type=user_type, user_id=user_id)
+    except LoginRejected as exc:
+        raise ValidationError({exc.field: str(exc)}) from exc
+
+
 @api_view(["POST"])
 @permission_classes([IsAdminUser, LoginWrites])
 def record_login(request: Request) -> Response:
     """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens with the permission."""
     data = request.data
-    try:
-        user_type, user_id = validate_login(user_type=data.get("user_type"), user_id=data.get("user_id"))
-    except LoginRejected as exc:
-        raise ValidationError({exc.field: str(exc)}) from exc
+    if not hasattr(data, "get"):
+        raise ParseError("The body must be a JSON object.")
+    user_type, user_id = _user(data.get("user_type"), data.get("user_id"))
     day = date_param(data, "date", default=_today())
     login_record(user_type=user_type, user_id=user_id, day=day)
     return Response(
@@ -48,12 +54,9 @@ def record_login(request: Request) -> Response:
 
 def _range(params) -> tuple[dt.date, dt.date]:
     """``?month=YYYY-MM`` or ``?start=&end=`` (default: this month so far)."""
-    if params.get("month"):
-        try:
-            first = dt.date.fromisoformat(params["month"] + "-01")
-        except ValueError as exc:
-            raise ValidationError({"month": "month must be YYYY-MM."}) from exc
-        return first, first.replace(day=calendar.monthrange(first.year, first.month)[1])
+    month = month_param(params, "month")
+    if month:
+        return month
     today = _today()
     return date_range_params(params, default_start=today.replace(day=1), default_end=today, max_days=3660)
 
@@ -62,10 +65,7 @@ def _range(params) -> tuple[dt.date, dt.date]:
 @permission_classes([IsAdminUser])
 def user_logins(request: Request, user_type: str, user_id: str) -> Response:
     """Whether, and on which days, one user logged in within the range."""
-    try:
-        user_type, uid = validate_login(user_type=user_type, user_id=user_id)
-    except LoginRejected as exc:
-        raise ValidationError({exc.field: str(exc)}) from exc
+    user_type, uid = _user(user_type, user_id)
     start, end = _range(request.query_params)
     days = login_days(user_type=user_type, user_id=uid, start=start, end=end)
     return Response({"logged_in": bool(days), "days": [d.isoformat() for d in days]})
@@ -82,8 +82,8 @@ def active(request: Request) -> Response:
         results: list = active_user_ids(user_type=user_type, start=start, end=end)
     else:
         results = [{"user_type": t, "user_id": u} for t, u in active_users(start=start, end=end)]
-    paginator = PageNumberPagination()
-    paginator.page_size = 1000
+    paginator = Pagination()
+    paginator.page_size = ACTIVE_PAGE_SIZE
     page = paginator.paginate_queryset(results, request)
     return paginator.get_paginated_response(page)
 

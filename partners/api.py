@@ -2,6 +2,7 @@ from django.db.models import QuerySet
 from rest_framework import mixins, viewsets
 from rest_framework.exceptions import ValidationError
 
+from cpsproject.common.params import choice_param
 from partners.models import Partner
 from partners.permissions import (
     IsStaffOrPortal,
@@ -35,10 +36,8 @@ class PartnerViewSet(
             if parent and not could_be_code(parent):
                 raise ValidationError({"parent": "parent must be a partner code."})
             qs = qs.filter(parent__code=parent) if parent else qs.filter(parent=None)
-        if "level" in params:
-            if params["level"] not in {"1", "2", "3"}:
-                raise ValidationError({"level": "level must be 1, 2 or 3."})
-            qs = qs.filter(level=int(params["level"]))
+        if params.get("level"):
+            qs = qs.filter(level=int(choice_param(params, "level", choices=["1", "2", "3"])))
         return qs.order_by("code")
 
     def get_object(self) -> Partner:

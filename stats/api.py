@@ -6,12 +6,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cpsproject.common.params import choice_param, date_param, date_range_params, datetime_param, int_param
+from cpsproject.common.timeutil import local_day
 from partners.permissions import get_visible_partner, visible_partners
-from stats.params import choice_param, date_param, date_range_params, datetime_param, int_param
-from stats.rankings import top_partners, windows
-from stats.selectors import partner_bucket_series, partner_days
-from stats.series import MAX_POINTS, SITE_COUNTER, partner_counter, precisions, read_series
-from stats.timeutil import local_day
+from stats.counters.rankings import top_partners, windows
+from stats.counters.series import MAX_POINTS, SITE_COUNTER, partner_counter, precisions, read_series
+from stats.read.selectors import partner_bucket_series, partner_days
 
 
 @api_view(["GET"])

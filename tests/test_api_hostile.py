@@ -51,6 +51,120 @@ def basic(username: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
+# --- Calendar edges ----------------------------------------------------------------------------------------
+
+EDGES = [
+    ("partners/A1/buckets/?date=9999-12-31", "date"),
+    ("partners/A1/buckets/?date=0001-01-01", "date"),
+    ("partners/A1/stats/?start=9999-12-31&end=9999-12-31", "start"),
+    ("partners/A1/stats/?start=2026-11-01&end=9999-12-31", "end"),
+    ("partners/A1/stats/?start=0001-01-01&end=0001-01-02", "start"),
+    ("series/?partner=A1&start=0001-01-01T00:00:00", "start"),
+    ("series/?partner=A1&end=9999-12-31T23:59:59-23:59", "end"),
+    ("series/?partner=A1&start=9999-12-31T23:59:59&end=2026-11-21T00:00", "start"),
+]
+STAFF_ONLY_EDGES = [
+    ("logins/client/1001/?month=9999-12", "month"),
+    ("logins/client/1001/?month=0001-01", "month"),
+    ("logins/client/1001/?start=9999-12-31&end=9999-12-31", "start"),
+    ("logins/counts/?user_type=client&date=0001-01-01", "date"),
+    ("logins/counts/?user_type=client&date=9999-12-31", "date"),
+    ("logins/active/?start=0001-01-01&end=0001-01-01", "start"),
+    ("logins/active/?month=9999-12", "month"),
+]
+
+
+@pytest.mark.parametrize(("url", "param"), EDGES + STAFF_ONLY_EDGES)
+def test_dates_at_the_calendars_edges_are_a_400_naming_the_parameter(staff, url, param):
+    response = staff.get(API + url)
+    assert response.status_code == 400
+    assert param in response.json()
+
+
+@pytest.mark.parametrize(("url", "param"), EDGES)
+def test_a_portal_token_on_its_own_partner_gets_the_same_400(portal, url, param):
+    response = portal.get(API + url)
+    assert response.status_code == 400
+    assert param in response.json()
+
+
+def test_a_page_number_that_is_no_page_is_named(staff):
+    junk = staff.get(API + "partners/?page=x")
+    assert (junk.status_code, list(junk.json())) == (400, ["page"])
+    past = staff.get(API + "partners/?page=2")
+    assert (past.status_code, list(past.json())) == (404, ["page"])
+    assert staff.get(API + "partners/?page=last").json()["count"] == 5
+
+
+def test_the_window_of_accepted_dates_is_inclusive(staff):
+    last = staff.get(API + "partners/A1/buckets/?date=2100-12-31")
+    assert last.status_code == 200
+    assert (len(last.json()), last.json()[0]["start"]) == (288, "2100-12-31T00:00:00+08:00")
+    first = staff.get(API + "partners/A1/stats/?start=2000-01-01&end=2000-01-02").json()
+    assert [d["date"] for d in first["days"]] == ["2000-01-01", "2000-01-02"]
+    assert staff.get(API + "logins/client/1/?month=2100-12").json() == {"logged_in": False, "days": []}
+    assert staff.get(API + "partners/A1/buckets/?date=2101-01-01").status_code == 400
+
+
+# --- Unicode digits and other impossible user ids ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("user_id", ["%C2%B2", "%D9%A1", "1" * 40, "-1", "1.5", "%00"])
+def test_a_user_id_that_is_not_ascii_digits_is_a_400_naming_user_id(staff, user_id):
+    response = staff.get(f"{API}logins/client/{user_id}/")
+    assert response.status_code == 400
+    assert "user_id" in response.json()
+
+
+@pytest.mark.parametrize("user_id", ["²", "١", "9" * 5000, 2**70, -1, [1], {"$gt": 0}, True])
+def test_recording_an_impossible_user_id_is_a_400_naming_user_id(tree, user_id):
+    client = token_client(grant(create_staff(), "add_loginmonth"))
+    response = client.post(API + "logins/", {"user_type": "client", "user_id": user_id}, format="json")
+    assert response.status_code == 400
+    assert "user_id" in response.json()
+
+
+@pytest.mark.parametrize("date", ["9999-12-31", "²⁰²⁶-01-01", 20261121, ["2026-11-21"], "2026-11-21\x00"])
+def test_recording_a_login_on_an_impossible_date_is_a_400_naming_date(tree, date):
+    client = token_client(grant(create_staff(), "add_loginmonth"))
+    body = {"user_type": "client", "user_id": 5, "date": date}
+    response = client.post(API + "logins/", body, format="json")
+    assert response.status_code == 400
+    assert "date" in response.json()
+
+
+@pytest.mark.parametrize("user_id", ["²", "9" * 5000, "-3"])
+def test_the_login_activity_page_shows_bad_user_ids_as_its_error_message(client, user_id):
+    get_user_model().objects.create_superuser("boss", "boss@example.com", "pw")
+    client.login(username="boss", password="pw")
+    page = client.get("/admin/loginlog/loginmonth/activity/", {"user_type": "client", "user_id": user_id})
+    assert page.status_code == 200
+    assert "user_id must be an integer" in page.content.decode()
+
+
+# --- Bodies ------------------------------------------------------------------------------------------------
+
+DEEP = b"[" * 50_000 + b"]" * 50_000
+DEEP_OBJECT = b'{"user_type":' * 50_000 + b"1" + b"}" * 50_000
+
+
+@pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["array", "object"])
+@pytest.mark.parametrize("url", ["logins/", "partners/"])
+def test_json_nested_50000_deep_is_a_400_parse_error(tree, url, body):
+    client = token_client(grant(create_staff(), "add_loginmonth", "add_partner"))
+    response = client.post(API + url, body, content_type="application/json")
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"client"', b"null", b"12"])
+def test_a_login_body_that_is_not_an_object_is_a_400(tree, body):
+    client = token_client(grant(create_staff(), "add_loginmonth"))
+    response = client.post(API + "logins/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "detail" in response.json()
+
+
 # --- The existence oracle and model permissions -----------------------------------------------------------
 
 PROBES = [
