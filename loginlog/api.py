@@ -3,15 +3,16 @@ import datetime as dt
 from django.utils import timezone
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from cpsproject.common.params import Pagination, choice_param, date_param, date_range_params, month_param
+from cpsproject.common.params import choice_param, date_param, date_range_params, month_param, page_param
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
-from loginlog.selectors import active_counts, active_user_ids, active_users, login_days
+from loginlog.selectors import active_counts, active_page, login_days
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
 from partners.permissions import ModelPermissionForWrites
@@ -74,18 +75,36 @@ def user_logins(request: Request, user_type: str, user_id: str) -> Response:
 @api_view(["GET"])
 @permission_classes([IsAdminUser])
 def active(request: Request) -> Response:
-    """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type."""
+    """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type.
+
+    A page reads only its own ids from Redis (``?page=N``, 1000 ids a page), so its cost does not grow with
+    the number of active users.
+    """
     params = request.query_params
     start, end = _range(params)
-    if params.get("user_type"):
-        user_type = choice_param(params, "user_type", choices=user_types())
-        results: list = active_user_ids(user_type=user_type, start=start, end=end)
-    else:
-        results = [{"user_type": t, "user_id": u} for t, u in active_users(start=start, end=end)]
-    paginator = Pagination()
-    paginator.page_size = ACTIVE_PAGE_SIZE
-    page = paginator.paginate_queryset(results, request)
-    return paginator.get_paginated_response(page)
+    one_type = bool(params.get("user_type"))
+    types = [choice_param(params, "user_type", choices=user_types())] if one_type else user_types()
+    page = page_param(params)
+    count, rows = active_page(
+        user_types=types, start=start, end=end, offset=(page - 1) * ACTIVE_PAGE_SIZE, limit=ACTIVE_PAGE_SIZE
+    )
+    if page > 1 and not rows:
+        raise NotFound({"page": ["Invalid page."]})
+    results = [u for _, u in rows] if one_type else [{"user_type": t, "user_id": u} for t, u in rows]
+    return Response(
+        {
+            "count": count,
+            "next": _page_link(request, page + 1) if page * ACTIVE_PAGE_SIZE < count else None,
+            "previous": _page_link(request, page - 1) if page > 1 else None,
+            "results": results,
+        }
+    )
+
+
+def _page_link(request: Request, page: int) -> str:
+    """This URL at another page, as DRF's ``PageNumberPagination`` writes it (page 1 has no ``page``)."""
+    url = request.build_absolute_uri()
+    return remove_query_param(url, "page") if page == 1 else replace_query_param(url, "page", page)
 
 
 @api_view(["GET"])

@@ -6,7 +6,10 @@ Redis is read first; a month (per user) or a day (per population) that Redis no 
 
 import calendar
 import datetime as dt
+import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -14,12 +17,12 @@ from django.db.models import F
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from loginlog.models import LoginMonth
-from loginlog.bitmaps import month_bits_to_mask, set_bits
-from loginlog.validation import user_types
 from cpsproject.common import redis_keys
-from loginlog import keys
 from cpsproject.common.timeutil import local_day, stamp_day, stamp_month
+from loginlog import keys
+from loginlog.bitmaps import month_bits_to_mask
+from loginlog.models import LoginMonth
+from loginlog.validation import user_types
 
 
 def _months(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -84,70 +87,202 @@ def retention_cutoff(today: dt.date | None = None) -> dt.date:
     return (today or local_day(timezone.now())) - dt.timedelta(days=days)
 
 
+# --- Active users -------------------------------------------------------------------------------------
+#
+# Per type, the day bitmaps of the range are ORed into a scratch key (plus, for days that expired from Redis,
+# a bitmap built from ``LoginMonth``). BITCOUNT gives the exact count; a page is read from the scratch key by
+# finding the byte that holds its first id with BITCOUNTs over narrowing ranges, then GETRANGE from there.
+# Python never holds more than one read chunk and the page, whatever the number of active users.
+
+_SCRATCH_MS = 60_000  # a request that dies leaves its scratch keys for a minute at most
+_SEEK_FANOUT = 64  # BITCOUNT ranges per round trip while seeking
+_SEEK_BYTES = 4096  # seeking stops at a range this small; the first read covers it
+_READ_BYTES = (4096, 256 * 1024)  # first and largest GETRANGE while reading a page
+_NONZERO = re.compile(rb"[^\x00]")
+# Bit offsets set in each byte value, most significant bit first (Redis bitmap order).
+_BITS = [tuple(bit for bit in range(8) if value & (0x80 >> bit)) for value in range(256)]
+
+
 @dataclass(frozen=True)
-class ActiveUsers:
-    """Users active over a range: the OR of the Redis day bitmaps, plus ids from MySQL for expired days."""
+class ActiveBitmap:
+    """The users of one type active over a range, as a scratch bitmap in Redis."""
 
-    bitmap: bytes
-    from_sql: set[int]
-
-    def ids(self) -> list[int]:
-        return sorted(set(set_bits(self.bitmap)) | self.from_sql)
-
-    def count(self) -> int:
-        if not self.from_sql:
-            return int.from_bytes(self.bitmap, "big").bit_count()
-        return len(set(set_bits(self.bitmap)) | self.from_sql)
+    user_type: str
+    key: str
+    length: int  # bytes
+    count: int
 
 
-def _active(*, user_type: str, start: dt.date, end: dt.date) -> ActiveUsers:
-    """One round trip: which day bitmaps exist, and their BITOP OR (a missing key ORs as zeros)."""
-    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
-    day_keys = [keys.login_day(user_type, stamp_day(d)) for d in days]
-    scratch = redis_keys.scratch(uuid.uuid4().hex)
-    pipe = get_redis_connection("default").pipeline(transaction=True)
-    for key in day_keys:
-        pipe.exists(key)
-    pipe.bitop("OR", scratch, *day_keys)
-    pipe.get(scratch)
-    pipe.delete(scratch)
-    replies = pipe.execute()
-    present, bitmap = replies[: len(days)], replies[-2] or b""
+def _days(start: dt.date, end: dt.date) -> list[dt.date]:
+    return [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+def _sql_bitmap(*, user_type: str, days: list[dt.date]) -> bytes:
+    """The users of ``user_type`` who logged in on any of ``days`` according to ``LoginMonth``, as a bitmap."""
+    masks: dict[dt.date, int] = {}
+    for day in days:
+        month = day.replace(day=1)
+        masks[month] = masks.get(month, 0) | 1 << (day.day - 1)
+    bitmap = bytearray()
+    for month, mask in masks.items():
+        rows = LoginMonth.objects.filter(user_type=user_type, month=month).annotate(
+            hit=F("days").bitand(mask)
+        )
+        for user_id in rows.filter(hit__gt=0).values_list("user_id", flat=True).iterator(chunk_size=10_000):
+            byte = user_id >> 3
+            if byte >= len(bitmap):
+                bitmap.extend(bytes(byte + 1 - len(bitmap)))
+            bitmap[byte] |= 0x80 >> (user_id & 7)
+    return bytes(bitmap)
+
+
+@contextmanager
+def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[list[ActiveBitmap]]:
+    """OR each type's day bitmaps from ``start`` to ``end`` into a scratch key; delete them on leaving.
+
+    Days whose bitmap the weekly sync expired come from ``LoginMonth``. Two round trips to Redis, whatever the
+    number of users.
+    """
+    client = get_redis_connection("default")
+    days = _days(start, end)
+    day_keys = {t: [keys.login_day(t, stamp_day(d)) for d in days] for t in user_types}
+    pipe = client.pipeline(transaction=False)
+    for user_type in user_types:
+        for key in day_keys[user_type]:
+            pipe.exists(key)
+    present = iter(pipe.execute())
     cutoff = retention_cutoff()
-    expired = [d for d, exists in zip(days, present, strict=True) if not exists and d < cutoff]
-    return ActiveUsers(bitmap, _ids_from_sql(user_type=user_type, days=expired) if expired else set())
+    token = uuid.uuid4().hex
+    scratch = {t: redis_keys.scratch_part(redis_keys.scratch(token), n) for n, t in enumerate(user_types)}
+    from_sql: dict[str, bytes] = {}
+    pipe = client.pipeline(transaction=True)
+    for user_type in user_types:
+        expired = [d for d in days if not next(present) and d < cutoff]
+        sources = list(day_keys[user_type])
+        from_sql[user_type] = _sql_bitmap(user_type=user_type, days=expired) if expired else b""
+        if from_sql[user_type]:
+            sources.append(redis_keys.scratch_part(scratch[user_type], 0))
+            pipe.set(sources[-1], from_sql[user_type], px=_SCRATCH_MS)
+        pipe.bitop("OR", scratch[user_type], *sources)
+        pipe.pexpire(scratch[user_type], _SCRATCH_MS)
+        pipe.bitcount(scratch[user_type])
+        if from_sql[user_type]:
+            pipe.delete(sources[-1])
+    replies = iter(pipe.execute())
+    bitmaps = []
+    for user_type in user_types:
+        if from_sql[user_type]:
+            next(replies)  # SET
+        length, _, count = next(replies), next(replies), next(replies)
+        if from_sql[user_type]:
+            next(replies)  # DEL
+        bitmaps.append(ActiveBitmap(user_type, scratch[user_type], int(length), int(count)))
+    try:
+        yield bitmaps
+    finally:
+        client.delete(*scratch.values())
+
+
+def _set_bits(chunk: bytes, base: int) -> Iterator[int]:
+    """The offsets of the set bits of ``chunk``, which starts at bit ``base``; zero bytes are skipped in C."""
+    for match in _NONZERO.finditer(chunk):
+        index = match.start()
+        first = base + index * 8
+        for bit in _BITS[chunk[index]]:
+            yield first + bit
+
+
+def _seek(client, bitmap: ActiveBitmap, skip: int) -> tuple[int, int]:
+    """Return ``(byte, left)``: reading from ``byte`` and skipping ``left`` ids passes the first ``skip`` ids.
+
+    Narrows the byte range holding id number ``skip`` with BITCOUNTs, ``_SEEK_FANOUT`` ranges per round trip,
+    until it is at most ``_SEEK_BYTES`` long.
+    """
+    low, high = 0, bitmap.length
+    while high - low > _SEEK_BYTES:
+        step = -(-(high - low) // _SEEK_FANOUT)
+        starts = range(low, high, step)
+        pipe = client.pipeline(transaction=False)
+        for first in starts:
+            pipe.bitcount(bitmap.key, first, min(first + step, high) - 1)
+        for first, count in zip(starts, pipe.execute(), strict=True):
+            if skip < count:
+                low, high = first, min(first + step, high)
+                break
+            skip -= count
+        else:
+            return bitmap.length, 0
+    return low, skip
+
+
+def read_active_ids(bitmap: ActiveBitmap, *, skip: int = 0, limit: int | None = None) -> list[int]:
+    """Return up to ``limit`` ids of ``bitmap`` in ascending order, after the first ``skip``.
+
+    Reads from the byte that holds the first wanted id, in chunks that double from 4 KB to 256 KB (a sparse
+    bitmap needs more bytes per id), jumping over runs of zero bytes with BITPOS.
+    """
+    client = get_redis_connection("default")
+    if skip >= bitmap.count or limit == 0:
+        return []
+    byte, skip = _seek(client, bitmap, skip)
+    size, ids = _READ_BYTES[0], []
+    while byte < bitmap.length:
+        chunk = client.getrange(bitmap.key, byte, byte + size - 1)
+        for user_id in _set_bits(chunk, byte * 8):
+            if skip:
+                skip -= 1
+                continue
+            ids.append(user_id)
+            if len(ids) == limit:
+                return ids
+        byte, size = byte + size, min(2 * size, _READ_BYTES[1])
+        if byte < bitmap.length:
+            position = client.bitpos(bitmap.key, 1, byte)
+            if position < 0:
+                break
+            byte = position // 8
+    return ids
+
+
+def active_page(
+    *, user_types: list[str], start: dt.date, end: dt.date, offset: int, limit: int
+) -> tuple[int, list[tuple[str, int]]]:
+    """Return how many users were active, and ``limit`` of them from ``offset`` as ``(type, id)``.
+
+    Users are ordered by type (in the order given), then id; a page may run from one type into the next.
+    """
+    page: list[tuple[str, int]] = []
+    with active_bitmaps(user_types=user_types, start=start, end=end) as bitmaps:
+        for bitmap in bitmaps:
+            if offset >= bitmap.count or len(page) == limit:
+                offset = max(0, offset - bitmap.count)
+                continue
+            ids = read_active_ids(bitmap, skip=offset, limit=limit - len(page))
+            page.extend((bitmap.user_type, user_id) for user_id in ids)
+            offset = 0
+        return sum(b.count for b in bitmaps), page
 
 
 def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int]:
     """Query 6: the ids of users of ``user_type`` who logged in from ``start`` to ``end``, ascending.
 
     One BITOP OR over the day bitmaps Redis holds; days whose bitmap has expired come from ``LoginMonth``.
+    Lists every id: the API pages with ``active_page`` instead.
     """
-    return _active(user_type=user_type, start=start, end=end).ids()
+    with active_bitmaps(user_types=[user_type], start=start, end=end) as (bitmap,):
+        return read_active_ids(bitmap)
 
 
 def active_user_count(*, user_type: str, start: dt.date, end: dt.date) -> int:
     """How many users of ``user_type`` logged in from ``start`` to ``end``, without listing them."""
-    return _active(user_type=user_type, start=start, end=end).count()
-
-
-def _ids_from_sql(*, user_type: str, days: list[dt.date]) -> set[int]:
-    masks: dict[dt.date, int] = {}
-    for day in days:
-        month = day.replace(day=1)
-        masks[month] = masks.get(month, 0) | 1 << (day.day - 1)
-    ids: set[int] = set()
-    for month, mask in masks.items():
-        rows = LoginMonth.objects.filter(user_type=user_type, month=month).annotate(
-            hit=F("days").bitand(mask)
-        )
-        ids.update(rows.filter(hit__gt=0).values_list("user_id", flat=True))
-    return ids
+    with active_bitmaps(user_types=[user_type], start=start, end=end) as (bitmap,):
+        return bitmap.count
 
 
 def active_users(*, start: dt.date, end: dt.date) -> list[tuple[str, int]]:
     """Query 7: every user of every type who logged in from ``start`` to ``end``."""
-    return [(t, uid) for t in user_types() for uid in active_user_ids(user_type=t, start=start, end=end)]
+    with active_bitmaps(user_types=user_types(), start=start, end=end) as bitmaps:
+        return [(b.user_type, user_id) for b in bitmaps for user_id in read_active_ids(b)]
 
 
 def active_counts(*, user_type: str, day: dt.date) -> dict[str, int]:

@@ -2,13 +2,21 @@
 tokens, staff without model permissions, password guessing, and pages over many active users."""
 
 import base64
+import datetime as dt
+import itertools
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.utils import timezone
+from django_redis import get_redis_connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cpsproject.common.timeutil import local_day
+from loginlog.bitmaps import queue_login
+from loginlog.services import sync_logins
 from partners.models import Partner
 from partners.services import portal_token_issue
 from tests.factories import create_staff, create_tree
@@ -216,3 +224,85 @@ def test_recording_a_login_needs_the_add_loginmonth_permission(tree):
         token_client(grant(staff, "add_loginmonth")).post(API + "logins/", body, format="json").status_code
         == 201
     )
+
+
+# --- Pages of active users ---------------------------------------------------------------------------------
+
+
+def page_of(link: str | None) -> str | None:
+    """The ``page`` a next/previous link points to ("1" when it has none)."""
+    return None if link is None else parse_qs(urlsplit(link).query).get("page", ["1"])[0]
+
+
+def login_many(user_type: str, ids, day: dt.date) -> None:
+    pipe = get_redis_connection("default").pipeline(transaction=False)
+    for user_id in ids:
+        queue_login(pipe, user_type=user_type, user_id=user_id, day=day)
+    pipe.execute()
+
+
+def test_active_pages_walk_the_ids_in_order_with_an_exact_count(staff):
+    today = local_day(timezone.now())
+    login_many("client", range(0, 5000, 2), today)  # 2,500 clients: 0, 2, …, 4998
+    login_many("office", [3, 1_000_000], today)
+    url = f"{API}logins/active/?user_type=client&start={today}&end={today}"
+    first = staff.get(url).json()
+    assert first["count"] == 2500
+    assert first["results"] == list(range(0, 2000, 2))
+    assert (page_of(first["previous"]), page_of(first["next"])) == (None, "2")
+    third = staff.get(url + "&page=3").json()
+    assert third["results"] == list(range(4000, 5000, 2))
+    assert (page_of(third["previous"]), page_of(third["next"])) == ("2", None)
+    assert page_of(staff.get(url + "&page=2").json()["previous"]) == "1"
+    past = staff.get(url + "&page=4")
+    assert past.status_code == 404 and "page" in past.json()
+    for page in ("0", "-1", "x", "2.5", "9" * 30):
+        assert "page" in staff.get(f"{url}&page={page}").json()
+
+
+def test_active_pages_seek_far_into_a_large_sparse_bitmap(staff):
+    today = local_day(timezone.now())
+    squares = [n * n for n in range(1, 1000)]  # gaps growing to 2,000 ids: BITPOS jumps, reads grow
+    block = list(range(500_000, 504_000))  # 4,000 ids in 500 bytes
+    ids = sorted(set(squares) | set(block))
+    login_many("client", ids, today)
+    url = f"{API}logins/active/?user_type=client&start={today}&end={today}"
+    pages = {n: staff.get(f"{url}&page={n}").json() for n in range(1, 7)}
+    assert pages[1]["count"] == len(ids) == 999 + 4000 - 2  # 708² and 709² fall in the block
+    for n in range(1, 6):
+        assert pages[n]["results"] == ids[(n - 1) * 1000 : n * 1000]
+    assert "page" in pages[6]
+
+
+def test_active_pages_without_user_type_run_over_the_types_in_order(staff):
+    today = local_day(timezone.now())
+    login_many("client", range(1500), today)
+    login_many("office", [3, 1_000_000], today)
+    url = f"{API}logins/active/?start={today}&end={today}&page=2"
+    body = staff.get(url).json()
+    assert body["count"] == 1502
+    assert body["results"][:2] == [
+        {"user_type": "client", "user_id": 1000},
+        {"user_type": "client", "user_id": 1001},
+    ]
+    assert body["results"][-3:] == [
+        {"user_type": "client", "user_id": 1499},
+        {"user_type": "office", "user_id": 3},
+        {"user_type": "office", "user_id": 1_000_000},
+    ]
+    assert len(body["results"]) == 502 and body["next"] is None
+
+
+def test_active_pages_merge_days_that_expired_to_mysql_with_days_in_redis(staff):
+    today = local_day(timezone.now())
+    old, recent = today - dt.timedelta(days=120), today - dt.timedelta(days=1)
+    login_many("client", range(0, 3000, 2), old)  # even ids only on a day the sync expires
+    login_many("client", range(1, 3000, 2), recent)  # odd ids in Redis
+    login_many("client", [4, 10], recent)  # also in Redis: counted once
+    assert sync_logins(now=timezone.now()).deleted_keys > 0
+    url = f"{API}logins/active/?user_type=client&start={old}&end={today}"
+    pages = [staff.get(f"{url}&page={n}").json() for n in (1, 2, 3)]
+    assert [p["count"] for p in pages] == [3000] * 3
+    assert list(itertools.chain.from_iterable(p["results"] for p in pages)) == list(range(3000))
+    only_old = staff.get(f"{API}logins/active/?user_type=client&start={old}&end={old}").json()
+    assert only_old["count"] == 1500 and only_old["results"][:3] == [0, 2, 4]
