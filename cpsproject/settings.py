@@ -138,14 +138,39 @@ CPS_LOGINS = {
     "MAX_USER_ID": env_int("CPS_MAX_USER_ID", 2**24 - 1),
 }
 
+
+# --- API throttling -----------------------------------------------------------------------------------
+def env_rate(name: str, default: str) -> str | None:
+    """A DRF throttle rate ("N/s", "N/min", "N/hour", "N/day"), or None (no limit) for "none"."""
+    value = os.environ.get(name, default).strip()
+    return None if value.lower() == "none" else value
+
+
+# Read per request by partners.throttling, so tests may override them.
+API_THROTTLE_RATES = {
+    # Requests that fail to authenticate (wrong or missing credentials), per client address; over it, the
+    # address gets 429 before any password is hashed.
+    "auth_failure": env_rate("CPS_THROTTLE_AUTH_FAILURES", "20/min"),
+    "anon": env_rate("CPS_THROTTLE_ANON", "60/min"),
+    "user": env_rate("CPS_THROTTLE_USER", "3000/min"),
+}
+
 # --- DRF ----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First: refuses an address that failed too often before any password is hashed.
+        "partners.throttling.FailedAuthenticationGate",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["partners.permissions.IsStaffOrPortal"],
+    "DEFAULT_THROTTLE_CLASSES": ["partners.throttling.AnonThrottle", "partners.throttling.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": API_THROTTLE_RATES,
+    # Proxies in front of the web servers that append to X-Forwarded-For (nginx: 1). With 0 the client
+    # address is REMOTE_ADDR, so a client cannot pick its own throttle key by sending the header.
+    "NUM_PROXIES": env_int("CPS_NUM_PROXIES", 0),
+    "EXCEPTION_HANDLER": "partners.throttling.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "cpsproject.common.params.JSONParser",
         "rest_framework.parsers.FormParser",

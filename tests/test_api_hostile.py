@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import MD5PasswordHasher
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 from django_redis import get_redis_connection
@@ -224,6 +225,80 @@ def test_recording_a_login_needs_the_add_loginmonth_permission(tree):
         token_client(grant(staff, "add_loginmonth")).post(API + "logins/", body, format="json").status_code
         == 201
     )
+
+
+# --- Throttling --------------------------------------------------------------------------------------------
+
+
+class CountingHasher(MD5PasswordHasher):
+    """Counts password checks, to show a throttled client costs none (and MD5 keeps the test fast)."""
+
+    algorithm = "counting_md5"
+    verified = 0
+
+    def verify(self, password: str, encoded: str) -> bool:
+        type(self).verified += 1
+        return super().verify(password, encoded)
+
+
+@pytest.fixture
+def rates(settings):
+    """Set throttle rates for one test (the classes read them per request)."""
+
+    def set_rates(**rates: str | None) -> None:
+        current = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {**current, **rates},
+        }
+
+    return set_rates
+
+
+@pytest.fixture
+def counting_hasher(settings):
+    settings.PASSWORD_HASHERS = ["tests.test_api_hostile.CountingHasher"]
+    CountingHasher.verified = 0
+    return CountingHasher
+
+
+def test_wrong_passwords_are_throttled_before_any_password_is_checked(tree, rates, counting_hasher):
+    rates(auth_failure="3/min")
+    create_staff(password="right")
+    client = APIClient(REMOTE_ADDR="203.0.113.9")
+    wrong = [client.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", f"guess{n}")) for n in range(3)]
+    assert [r.status_code for r in wrong] == [403, 403, 403]
+    assert counting_hasher.verified == 3
+    throttled = client.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", "guess3"))
+    assert throttled.status_code == 429
+    assert 0 < int(throttled["Retry-After"]) <= 60
+    # Even the right password waits, and costs no hash: the address is refused before authentication.
+    assert client.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", "right")).status_code == 429
+    assert counting_hasher.verified == 3
+    # Another address is not affected; a forged X-Forwarded-For does not make one (no proxy is configured).
+    forged = client.get(
+        API + "partners/", HTTP_AUTHORIZATION=basic("staff", "right"), HTTP_X_FORWARDED_FOR="1.2.3.4"
+    )
+    assert forged.status_code == 429
+    other = APIClient(REMOTE_ADDR="198.51.100.7")
+    assert other.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", "right")).status_code == 200
+
+
+def test_bad_tokens_and_anonymous_requests_count_as_failed_authentications(tree, rates):
+    rates(auth_failure="2/min")
+    client = APIClient(REMOTE_ADDR="203.0.113.10")
+    assert client.get(API + "partners/", HTTP_AUTHORIZATION="Token not-a-token").status_code == 403
+    assert client.get(API + "partners/").status_code == 403  # no credentials at all
+    assert client.get(API + "partners/").status_code == 429
+
+
+def test_an_authenticated_user_is_throttled_at_the_user_rate(staff, rates):
+    rates(user="3/min")
+    assert [staff.get(API + "partners/").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+def test_default_rates_leave_room_for_normal_use(staff):
+    assert {staff.get(API + "partners/").status_code for _ in range(50)} == {200}
 
 
 # --- Pages of active users ---------------------------------------------------------------------------------

@@ -1,0 +1,106 @@
+"""How often the API may be called, and what a failed authentication costs the caller.
+
+Checking a Basic-auth password costs about 0.3 s of CPU (PBKDF2), so wrong passwords are the cheapest way to
+saturate the web servers. Every request that fails to authenticate (wrong credentials, or none on an endpoint
+that needs them) is counted per client address; once an address is over the ``auth_failure`` rate, its
+requests get 429 before any credential is checked. Authenticated users are limited by the ``user`` rate;
+the ``anon`` rate limits anonymous requests to endpoints open to them (none today: every endpoint needs
+credentials, so an anonymous request is refused, and counted as a failed authentication, before DRF's
+throttles run).
+
+Rates are ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read per request (DRF's throttles copy them once, at
+import), so a settings override takes effect at once. History lives in Django's cache (Redis) under the
+product's key prefix (``cpsproject.common.redis_keys``), so each test, which has its own prefix, starts clean.
+"""
+
+import logging
+
+from django.core.exceptions import ImproperlyConfigured
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Throttled
+from rest_framework.settings import api_settings
+from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
+
+from cpsproject.common.redis_keys import prefix
+
+logger = logging.getLogger(__name__)
+
+
+class _RatesFromSettings:
+    """Read the rate of ``scope`` when the throttle is made, and keep its history under the product prefix."""
+
+    scope: str
+
+    def get_rate(self) -> str | None:
+        try:
+            return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
+        except KeyError as exc:
+            raise ImproperlyConfigured(f"No throttle rate set for the {self.scope!r} scope.") from exc
+
+    def get_cache_key(self, request, view) -> str | None:
+        key = super().get_cache_key(request, view)
+        return None if key is None else f"{prefix()}:{key}"
+
+
+class AnonThrottle(_RatesFromSettings, AnonRateThrottle):
+    """Requests without credentials, per client address (``anon`` rate)."""
+
+
+class UserThrottle(_RatesFromSettings, UserRateThrottle):
+    """Requests of one authenticated user (``user`` rate)."""
+
+
+class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
+    """Failed authentications per client address (``auth_failure`` rate): checked first, counted on failure."""
+
+    scope = "auth_failure"
+
+    def get_cache_key(self, request, view) -> str | None:
+        # The address alone: the user is not known yet when the check runs, and must not be looked up.
+        return f"{prefix()}:throttle_{self.scope}_{self.get_ident(request)}"
+
+    def _load(self, request) -> bool:
+        """Load this address's recent failures; False when the rate is off."""
+        if self.rate is None:
+            return False
+        self.key = self.get_cache_key(request, None)
+        self.now = self.timer()
+        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
+        return True
+
+    def allow_request(self, request, view) -> bool:
+        """Whether the address may still try to authenticate (does not count this request)."""
+        return not self._load(request) or len(self.history) < self.num_requests
+
+    def record_failure(self, request) -> None:
+        if self._load(request):
+            self.history.insert(0, self.now)
+            self.cache.set(self.key, self.history[: self.num_requests], self.duration)
+            if len(self.history) == self.num_requests:
+                logger.warning(
+                    "API authentication refused for %s: too many failures", self.get_ident(request)
+                )
+
+
+class FailedAuthenticationGate(BaseAuthentication):
+    """Listed first among the authentication classes: 429 for an address over its failure budget.
+
+    It authenticates nobody (returns None), so the real authenticators run only while the address is under
+    the budget: a client guessing passwords stops costing a password hash per request.
+    """
+
+    def authenticate(self, request):
+        throttle = AuthFailureThrottle()
+        if not throttle.allow_request(request, None):
+            raise Throttled(wait=throttle.wait(), detail="Too many failed authentications from this address.")
+        return None
+
+
+def exception_handler(exc, context):
+    """DRF's handler; a request that failed to authenticate is counted against its address first."""
+    # Imported here: rest_framework.views imports this module (the authentication and throttle classes).
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    if isinstance(exc, NotAuthenticated | AuthenticationFailed):
+        AuthFailureThrottle().record_failure(context["request"])
+    return drf_exception_handler(exc, context)
