@@ -3,6 +3,7 @@ tokens, staff without model permissions, password guessing, and pages over many 
 
 import base64
 import datetime as dt
+import importlib
 import itertools
 from urllib.parse import parse_qs, urlsplit
 
@@ -244,6 +245,9 @@ class CountingHasher(MD5PasswordHasher):
 @pytest.fixture
 def rates(settings):
     """Set throttle rates for one test (the classes read them per request)."""
+    # DRF copies the rates into its throttle classes when the module is first imported: do that before the
+    # override, as in a server that has run a while, so the tests show the override is read per request.
+    importlib.import_module("rest_framework.throttling")
 
     def set_rates(**rates: str | None) -> None:
         current = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
