@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
+from loginlog import keys
 from loginlog.models import LoginMonth
 from loginlog.selectors import (
     active_counts,
@@ -17,7 +18,6 @@ from loginlog.selectors import (
     login_days,
 )
 from loginlog.services import login_record, months_to_sync, sync_logins
-from loginlog import keys
 from stats.models import DeadLetter
 from tests.factories import at, create_staff, feed, login_event
 
