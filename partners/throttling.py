@@ -21,13 +21,13 @@ from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Th
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
-from cpsproject.common.redis_keys import prefix
+from cpsproject.common import redis_keys
 
 logger = logging.getLogger(__name__)
 
 
 class _RatesFromSettings:
-    """Read the rate of ``scope`` when the throttle is made, and keep its history under the product prefix."""
+    """Read the rate of ``scope`` when the throttle is made, not once at import as DRF does."""
 
     scope: str
 
@@ -37,17 +37,24 @@ class _RatesFromSettings:
         except KeyError as exc:
             raise ImproperlyConfigured(f"No throttle rate set for the {self.scope!r} scope.") from exc
 
-    def get_cache_key(self, request, view) -> str | None:
-        key = super().get_cache_key(request, view)
-        return None if key is None else f"{prefix()}:{key}"
-
 
 class AnonThrottle(_RatesFromSettings, AnonRateThrottle):
     """Requests without credentials, per client address (``anon`` rate)."""
 
+    def get_cache_key(self, request, view) -> str | None:
+        if request.user and request.user.is_authenticated:
+            return None
+        return redis_keys.throttle(self.scope, self.get_ident(request))
+
 
 class UserThrottle(_RatesFromSettings, UserRateThrottle):
-    """Requests of one authenticated user (``user`` rate)."""
+    """Requests of one authenticated user, or of one address without credentials (``user`` rate)."""
+
+    def get_cache_key(self, request, view) -> str | None:
+        authenticated = request.user and request.user.is_authenticated
+        return redis_keys.throttle(
+            self.scope, str(request.user.pk) if authenticated else self.get_ident(request)
+        )
 
 
 class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
@@ -57,7 +64,7 @@ class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
 
     def get_cache_key(self, request, view) -> str | None:
         # The address alone: the user is not known yet when the check runs, and must not be looked up.
-        return f"{prefix()}:throttle_{self.scope}_{self.get_ident(request)}"
+        return redis_keys.throttle(self.scope, self.get_ident(request))
 
     def _load(self, request) -> bool:
         """Load this address's recent failures; False when the rate is off."""

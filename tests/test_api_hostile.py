@@ -11,11 +11,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import MD5PasswordHasher
 from django.contrib.auth.models import Permission
+from django.core.cache import cache
 from django.utils import timezone
 from django_redis import get_redis_connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import local_day
 from loginlog.bitmaps import queue_login
 from loginlog.services import sync_logins
@@ -299,6 +301,14 @@ def test_bad_tokens_and_anonymous_requests_count_as_failed_authentications(tree,
 def test_an_authenticated_user_is_throttled_at_the_user_rate(staff, rates):
     rates(user="3/min")
     assert [staff.get(API + "partners/").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+def test_throttle_history_lives_under_the_tests_own_key_prefix(staff, redis_prefix):
+    staff.get(API + "partners/")
+    pk = get_user_model().objects.get(username="staff").pk
+    key = redis_keys.throttle("user", str(pk))
+    assert key == f"{{{redis_prefix}}}:throttle:user:{pk}"
+    assert len(cache.get(key)) == 1
 
 
 def test_default_rates_leave_room_for_normal_use(staff):

@@ -1,4 +1,4 @@
-"""The Redis key prefix every app builds its keys on, and the keys no single app owns (locks, scratch).
+"""The Redis key prefix every app builds its keys on, and the keys no single app owns (locks, scratch, throttles).
 
 Every key of the product starts with ``{P}:`` where ``P`` is ``settings.CPS_REDIS_PREFIX`` (environment
 ``CPS_REDIS_PREFIX``, default ``cps``). The braces make ``P`` a Redis Cluster hash tag, so every key lives in one
@@ -8,6 +8,8 @@ MULTI/EXEC, and scripts touch several keys at once. Each app builds its own keys
 
     {P}:lock:{name}            string  lock token (SET NX PX), renewed while its job runs
     {P}:tmp:{token}[:{part}]   any     scratch keys for merges, deleted in the round trip that made them
+    {P}:throttle:{scope}:{who} list    an API client's recent request times (partners.throttling); kept in
+                                       Django's cache, which stores it under its own ":1:" version prefix
 """
 
 from django.conf import settings
@@ -28,3 +30,8 @@ def scratch(token: str) -> str:
 def scratch_part(scratch_key: str, part: int) -> str:
     """A second scratch key beside ``scratch_key`` (PFMERGE takes stored HLL bytes only from keys)."""
     return f"{scratch_key}:{part}"
+
+
+def throttle(scope: str, who: str) -> str:
+    """The cache key of one API client's request history under a throttle ``scope`` (``who``: user or address)."""
+    return f"{prefix()}:throttle:{scope}:{who}"
