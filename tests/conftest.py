@@ -145,3 +145,56 @@ from hypothesis import settings as hypothesis_settings  # noqa: E402
 hypothesis_settings.register_profile("default", max_examples=100)
 hypothesis_settings.register_profile("long", max_examples=5000)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# --- The clock: CPS_TEST_CLOCK runs every in-process test from a chosen moment -----------------------------
+#
+#   CPS_TEST_CLOCK=2026-12-31T23:58:00+08:00 pytest
+#
+# moves the clock (time-machine, ticking) to that moment for every test that runs in this process, so the
+# suite can be proved at the edges of a year, a month or February in the business time zone. Left alone:
+# tests with their own fixed clock (``@pytest.mark.time_machine(...)``) and tests whose work is done by other
+# processes, which read the real clock (``real_clock``, and every ``kafka`` test): those pick their moments
+# relative to the real now.
+import datetime as dt  # noqa: E402
+
+import time_machine  # noqa: E402
+
+TEST_CLOCK_ENV = "CPS_TEST_CLOCK"
+
+
+def chosen_clock() -> dt.datetime | None:
+    """The moment CPS_TEST_CLOCK asks for (ISO-8601 with a UTC offset), or None."""
+    text = os.environ.get(TEST_CLOCK_ENV)
+    if not text:
+        return None
+    moment = dt.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise pytest.UsageError(
+            f"{TEST_CLOCK_ENV}={text!r} needs a UTC offset, e.g. 2026-12-31T23:58:00+08:00"
+        )
+    return moment
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "real_clock: the test's work is done by processes reading the real clock; CPS_TEST_CLOCK leaves it alone",
+    )
+
+
+def pytest_report_header(config) -> str | None:
+    moment = chosen_clock()
+    return f"{TEST_CLOCK_ENV}: in-process tests start at {moment.isoformat()} (ticking)" if moment else None
+
+
+@pytest.fixture(autouse=True)
+def cps_test_clock(request) -> Iterator[dt.datetime | None]:
+    """Travel to CPS_TEST_CLOCK for this test (the clock ticks on from there); yield the moment, or None."""
+    moment = chosen_clock()
+    node = request.node
+    if moment is None or any(node.get_closest_marker(m) for m in ("time_machine", "real_clock", "kafka")):
+        yield None
+        return
+    with time_machine.travel(moment, tick=True):
+        yield moment

@@ -83,3 +83,58 @@ def archived_event_count() -> int:
     from stats.models import RawEvent
 
     return RawEvent.objects.count()
+
+
+# --- API clients ------------------------------------------------------------------------------------------
+
+
+def staff_client(username: str = "staff"):
+    """An API client logged in as a new staff user."""
+    from rest_framework.test import APIClient
+
+    create_staff(username=username)
+    client = APIClient()
+    client.login(username=username, password="pw")
+    return client
+
+
+def portal_client(code: str):
+    """An API client holding the portal token of partner ``code``, as a partner's portal would."""
+    from rest_framework.test import APIClient
+
+    from partners.services import portal_token_issue
+
+    client = APIClient()
+    client.credentials(
+        HTTP_AUTHORIZATION="Token " + portal_token_issue(partner=Partner.objects.get(code=code))
+    )
+    return client
+
+
+# --- the stats tables -------------------------------------------------------------------------------------
+
+
+def daily(code: str | None, day: dt.date):
+    """The DailyStat row of partner ``code`` (None: traffic with no partner) on ``day``."""
+    from stats.models import DailyStat
+
+    return (
+        DailyStat.objects.get(partner__code=code, date=day)
+        if code
+        else DailyStat.objects.get(partner=None, date=day)
+    )
+
+
+def table_snapshot() -> tuple[list, list]:
+    """Every bucket and day row, sorted: two flushes that change nothing leave equal snapshots."""
+    from stats.models import BucketStat, DailyStat
+
+    buckets = sorted(
+        BucketStat.objects.values_list("partner_id", "start", "generation", "pv", "pv_self", "bot_pv"),
+        key=lambda row: (row[0] or 0, *row[1:]),
+    )
+    days = sorted(
+        DailyStat.objects.values_list("partner_id", "date", "pv", "pv_self", "uv", "uv_self", "bot_pv"),
+        key=lambda row: (row[0] or 0, row[1]),
+    )
+    return buckets, days
