@@ -1,32 +1,46 @@
+"""Business time (cpsproject.common.timeutil), as stats uses it: days, periods and stamps in Shanghai time."""
+
 import datetime as dt
 
 import pytest
 
-from cpsproject.common.timeutil import floor_local, local_day, stamp_minute
-from stats.counters.pageviews import bucket_start
+from cpsproject.common.timeutil import day_bounds, floor_local, local_day, stamp_day
 from tests.factories import SHANGHAI, at
 
 UTC = dt.UTC
-
-
-@pytest.mark.parametrize(
-    ("moment", "bucket"),
-    [
-        (at("2026-11-21 01:00:00"), "202611210100"),
-        (at("2026-11-21 01:04:59"), "202611210100"),
-        (at("2026-11-21 01:05:00"), "202611210105"),
-        (at("2026-11-21 23:59:59"), "202611212355"),
-        (dt.datetime(2026, 11, 20, 16, 0, tzinfo=UTC), "202611210000"),  # UTC 16:00 is Shanghai midnight
-    ],
-)
-def test_bucket_of_a_timestamp_is_in_business_time(moment, bucket):
-    assert stamp_minute(bucket_start(moment)) == bucket
 
 
 def test_shanghai_midnight_splits_days_that_share_a_utc_date():
     before, after = at("2026-11-21 23:59:59"), at("2026-11-22 00:00:00")
     assert before.astimezone(UTC).date() == after.astimezone(UTC).date()
     assert (local_day(before), local_day(after)) == (dt.date(2026, 11, 21), dt.date(2026, 11, 22))
+
+
+@pytest.mark.parametrize(
+    ("utc_moment", "day"),
+    [
+        (dt.datetime(2026, 12, 31, 15, 59, 59, tzinfo=UTC), dt.date(2026, 12, 31)),
+        (dt.datetime(2026, 12, 31, 16, 0, tzinfo=UTC), dt.date(2027, 1, 1)),
+        (dt.datetime(2027, 2, 28, 16, 0, tzinfo=UTC), dt.date(2027, 3, 1)),
+        (dt.datetime(2026, 11, 30, 16, 0, tzinfo=UTC), dt.date(2026, 12, 1)),
+    ],
+)
+def test_the_business_day_turns_at_shanghai_midnight_at_the_calendar_edges(utc_moment, day):
+    assert local_day(utc_moment) == day
+
+
+@pytest.mark.parametrize(
+    ("day", "start", "end"),
+    [
+        (dt.date(2026, 12, 31), "2026-12-31 00:00", "2027-01-01 00:00"),
+        (dt.date(2027, 2, 28), "2027-02-28 00:00", "2027-03-01 00:00"),
+        (dt.date(2026, 11, 30), "2026-11-30 00:00", "2026-12-01 00:00"),
+    ],
+)
+def test_day_bounds_are_shanghai_midnights(day, start, end):
+    assert day_bounds(day) == (at(start), at(end))
+    assert day_bounds(day)[1] - day_bounds(day)[0] == dt.timedelta(days=1)
+    assert stamp_day(day) == start[:10].replace("-", "")
 
 
 @pytest.mark.parametrize(

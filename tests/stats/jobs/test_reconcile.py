@@ -1,0 +1,83 @@
+"""Reconcile (stats.jobs.reconcile): the exact recount of a business day from the raw archive."""
+
+import datetime as dt
+
+import pytest
+from django.core.management import call_command
+
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import default_reconcile_day, reconcile
+from stats.models import DailyStat, ReconcileDrift
+from tests.factories import at, create_tree, daily, feed, pv_event, table_snapshot
+
+pytestmark = pytest.mark.django_db
+
+DAY = dt.date(2026, 11, 21)
+NOON = at("2026-11-21 12:00")
+LATER = at("2026-11-21 13:00")
+
+
+def test_reconcile_counts_duplicates_once_records_drift_and_is_repeatable():
+    create_tree()
+    feed([pv_event(NOON, "A1a", "u1", event_id="dup"), pv_event(NOON, "A1a", "u2")], now=NOON)
+    feed([pv_event(NOON, "A1a", "u1", event_id="dup")], now=NOON)  # the client sent it twice
+    feed([pv_event(NOON, "A2", "u1"), pv_event(NOON, None, "u5")], now=NOON)
+    flush(now=LATER)
+    assert daily("A", DAY).pv == 4  # realtime counts the duplicate
+    reconcile(day=DAY, now=LATER)
+    first = table_snapshot()
+    assert (daily("A", DAY).pv, daily("A", DAY).uv, daily("A1a", DAY).pv, daily("A1a", DAY).uv_self) == (
+        3,
+        2,
+        2,
+        2,
+    )
+    assert daily(None, DAY).pv == 1 and daily("A", DAY).reconciled_at == LATER
+    drift = ReconcileDrift.objects.get(partner__code="A", date=DAY)
+    assert (drift.realtime_pv, drift.exact_pv, drift.pv_drift) == (4, 3, -1)
+    reconcile(day=DAY, now=LATER)
+    assert table_snapshot() == first
+
+
+def test_reconciled_day_is_final_and_late_events_show_as_drift():
+    create_tree()
+    feed([pv_event(NOON, "B", "u1")], now=NOON)
+    flush(now=LATER)
+    reconcile(day=DAY, now=LATER)
+    feed([pv_event(NOON, "B", "u2", event_id="late-1")], now=LATER)
+    flush(now=LATER)
+    assert daily("B", DAY).pv == 1 and daily("B", DAY).realtime_pv == 2
+    reconcile(day=DAY, now=LATER)
+    assert daily("B", DAY).pv == 2
+    assert ReconcileDrift.objects.get(partner__code="B").pv_drift == 0
+
+
+@pytest.mark.parametrize(
+    ("now", "yesterday"),
+    [
+        (at("2026-11-22 00:30"), dt.date(2026, 11, 21)),
+        (at("2027-01-01 00:30"), dt.date(2026, 12, 31)),
+        (at("2027-03-01 00:30"), dt.date(2027, 2, 28)),
+        (at("2026-12-01 00:30"), dt.date(2026, 11, 30)),
+        # 16:30 UTC on Nov 21 is already the 22nd in Shanghai: yesterday is the 21st there, not the 20th.
+        (dt.datetime(2026, 11, 21, 16, 30, tzinfo=dt.UTC), dt.date(2026, 11, 21)),
+    ],
+)
+def test_the_default_day_is_yesterday_in_business_time(now, yesterday):
+    assert default_reconcile_day(now) == yesterday
+
+
+@pytest.mark.time_machine("2027-01-01T00:30:00+08:00", tick=False)
+def test_the_reconcile_command_recounts_yesterday_by_default(capsys):
+    create_tree()
+    late_evening = at("2026-12-31 23:59:59")
+    feed(
+        [pv_event(late_evening, "A1a", "u1"), pv_event(at("2027-01-01 00:00"), "A1a", "u2")], now=late_evening
+    )
+    call_command("reconcile")
+    assert "reconciled 2026-12-31" in capsys.readouterr().out
+    assert (daily("A", dt.date(2026, 12, 31)).pv, daily("A", dt.date(2026, 12, 31)).reconciled_at) == (
+        1,
+        at("2027-01-01 00:30"),
+    )
+    assert not DailyStat.objects.filter(date=dt.date(2027, 1, 1), reconciled_at__isnull=False).exists()

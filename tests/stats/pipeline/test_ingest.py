@@ -1,0 +1,113 @@
+"""``process_batch`` (stats.pipeline.ingest): every message ends counted or a dead letter, once."""
+
+import datetime as dt
+import json
+import random
+
+import pytest
+from django.db.models import Count
+
+from stats.jobs.flush import flush
+from stats.models import DailyStat, DeadLetter
+from stats.pipeline.ingest import stored_offsets
+from tests.factories import archived_event_count, at, create_tree, daily, feed, pv_event
+
+pytestmark = pytest.mark.django_db
+
+DAY = dt.date(2026, 11, 21)
+NOON = at("2026-11-21 12:00")
+LATER = at("2026-11-21 13:00")
+
+
+def test_hostile_events_become_dead_letters_and_good_ones_all_count():
+    create_tree()
+    rng = random.Random(11)
+    hostile = {
+        "not_json": b"{oops",
+        "not_utf8": b'{"event_id": "\xff"}',
+        "not_object": b"[1, 2]",
+        "missing_field": json.dumps({"type": "pv", "ts": NOON.isoformat()}).encode(),
+        "unknown_type": json.dumps({"event_id": "x", "type": "click", "ts": NOON.isoformat()}).encode(),
+        "bad_ts": json.dumps({"event_id": "x", "type": "pv", "ts": "2026-11-21T12:00:00"}).encode(),
+        "ts_in_future": pv_event(NOON + dt.timedelta(hours=1), "A1"),
+        "ts_too_old": pv_event(NOON - dt.timedelta(days=8), "A1"),
+        "unknown_partner": pv_event(NOON, "NOPE"),
+        "too_large": pv_event(NOON, "A1", url="x" * 70_000),
+        "bad_field": json.dumps(
+            {"event_id": "x", "type": "login", "ts": NOON.isoformat(), "user_type": "alien", "user_id": 1}
+        ).encode(),
+    }
+    reasons = list(hostile)
+    messages, expected_dead = [], {}
+    good = 0
+    for n in range(2000):
+        if n % 2:
+            reason = reasons[n % len(reasons)]
+            messages.append(hostile[reason])
+            expected_dead[reason] = expected_dead.get(reason, 0) + 1
+        else:
+            messages.append(pv_event(NOON, rng.choice(["A1", "A1a", "A2", "B"]), f"u{n}"))
+            good += 1
+    result = feed(messages, now=NOON)
+    assert result.counted == good == 1000
+    assert dict(result.dead) == expected_dead
+    stored = dict(DeadLetter.objects.values_list("reason").annotate(n=Count("id")))
+    assert stored == expected_dead
+    assert bytes(DeadLetter.objects.filter(reason="not_utf8").first().raw) == hostile["not_utf8"]
+    flush(now=LATER)
+    assert daily("A", DAY).pv + daily("B", DAY).pv == 1000
+
+
+@pytest.mark.parametrize(
+    ("now", "oldest_kept", "newest_kept"),
+    [
+        # Up to MAX_FUTURE_SECONDS (10 min) ahead of the batch's now, up to MAX_LATENESS_SECONDS (7 days) behind.
+        (at("2026-11-21 12:00"), at("2026-11-14 12:00"), at("2026-11-21 12:10")),
+        (at("2026-12-31 23:55"), at("2026-12-24 23:55"), at("2027-01-01 00:05")),
+        (at("2027-03-01 00:00"), at("2027-02-22 00:00"), at("2027-03-01 00:10")),
+    ],
+    ids=["noon", "year end", "after february"],
+)
+def test_the_accepted_time_range_is_measured_from_the_batch_now(now, oldest_kept, newest_kept):
+    create_tree()
+    second = dt.timedelta(seconds=1)
+    result = feed(
+        [
+            pv_event(oldest_kept - second, "B"),
+            pv_event(oldest_kept, "B"),
+            pv_event(newest_kept, "B"),
+            pv_event(newest_kept + second, "B"),
+        ],
+        now=now,
+    )
+    assert (result.counted, dict(result.dead)) == (2, {"ts_too_old": 1, "ts_in_future": 1})
+
+
+def test_inactive_partner_events_are_dead_letters():
+    from partners.services import partner_deactivate
+
+    tree = create_tree()
+    partner_deactivate(partner=tree["B"])
+    feed([pv_event(NOON, "B")], now=NOON)
+    assert DeadLetter.objects.get().reason == "inactive_partner"
+    assert not DailyStat.objects.exists()
+
+
+def test_replayed_batch_is_archived_once():
+    create_tree()
+    values = [pv_event(NOON, "A1", f"u{n}") for n in range(10)]
+    feed(values, now=NOON)
+    feed(values, now=NOON)
+    assert archived_event_count() == 10
+
+
+def test_each_partitions_next_offset_is_stored_with_its_counts():
+    from stats.pipeline.ingest import Message, process_batch
+
+    create_tree()
+    messages = [Message("topic-x", 0, offset, pv_event(NOON, "B")) for offset in (7, 8, 9)]
+    messages += [Message("topic-x", 2, 40, pv_event(NOON, "A1")), Message("topic-x", 2, 41, b"{oops")]
+    result = process_batch(messages, group="g-offsets", now=NOON)
+    assert (result.counted, dict(result.dead)) == (4, {"not_json": 1})
+    assert stored_offsets(group="g-offsets", source="topic-x") == {0: 10, 2: 42}
+    assert stored_offsets(group="another-group", source="topic-x") == {}
