@@ -127,8 +127,6 @@ CPS_LOCK_SECONDS = env_int("CPS_LOCK_SECONDS", 120)
 
 # --- App options: what the environment sets; every other option has its default in the app's conf.py -----
 CPS_STATS = {
-    # Kept until the API throttle and the benchmarks read the shared prefix (cpsproject.common.redis_keys).
-    "KEY_PREFIX": CPS_REDIS_PREFIX,
     "MAX_LATENESS_SECONDS": env_int("CPS_MAX_LATENESS_SECONDS", 7 * 86400),
     "KAFKA_SESSION_TIMEOUT_MS": env_int("CPS_KAFKA_SESSION_TIMEOUT_MS", 10_000),
 }

@@ -30,7 +30,6 @@ DEFAULTS = {
     "KAFKA_SESSION_TIMEOUT_MS": 10_000,
     "CONSUMER_BATCH_SIZE": 2000,
     "PARTNER_CACHE_SECONDS": 30,
-    "KEY_PREFIX": "cps",  # read by the API throttle until it moves to cpsproject.common.redis_keys
 }
 
 stats_setting = AppSettings(

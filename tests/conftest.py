@@ -40,7 +40,6 @@ def redis_prefix(settings) -> Iterator[str]:
     """Give every test its own Redis key prefix and delete only its keys afterwards."""
     prefix = f"cpstest-{uuid.uuid4().hex[:10]}"
     settings.CPS_REDIS_PREFIX = prefix
-    settings.CPS_STATS = {**settings.CPS_STATS, "KEY_PREFIX": prefix}
     yield prefix
     client = get_redis_connection("default")
     batch = list(client.scan_iter(match=f"{{{prefix}}}:*", count=1000))
