@@ -44,7 +44,11 @@ def queue_logins(pipe, logins: Iterable[Login], *, now: dt.datetime) -> None:
 
 def queue_login(pipe, *, user_type: str, user_id: int, day: dt.date) -> None:
     month = stamp_month(day)
-    pipe.setbit(keys.login_month(user_type, user_id, month), day.day, 1)
-    pipe.setbit(keys.login_day(user_type, stamp_day(day)), user_id, 1)
+    ttl = keys.login_ttl()
+    written = [keys.login_month(user_type, user_id, month), keys.login_day(user_type, stamp_day(day))]
+    pipe.setbit(written[0], day.day, 1)
+    pipe.setbit(written[1], user_id, 1)
     pipe.sadd(keys.login_index(month), f"{user_type}:{user_id}")
     pipe.zadd(keys.login_months(), {month: int(month)})
+    for key in (*written, keys.login_index(month), keys.login_months()):
+        pipe.expire(key, ttl)

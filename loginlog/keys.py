@@ -7,6 +7,16 @@
 """
 
 from cpsproject.common.redis_keys import prefix
+from loginlog.conf import login_setting
+
+DAY = 86400
+
+
+def login_ttl() -> int:
+    """Safety TTL of every login key, renewed by each write: a month key is written until its month ends, kept
+    for the retention after that, and must outlive several missed weekly syncs (the fourth design document's
+    warning: a TTL that beats the sync loses logins)."""
+    return (31 + int(login_setting("RETENTION_DAYS")) + 5 * 7) * DAY
 
 
 def login_month(user_type: str, user_id: int, month_stamp: str) -> str:

@@ -29,8 +29,30 @@ Time series (third design document)::
 """
 
 from cpsproject.common.redis_keys import prefix
+from stats.conf import stats_setting
 
 NO_PARTNER = "~site"
+
+# Safety TTLs: every key is renewed on each write and lives far beyond the job that moves or trims it, so a
+# key that job forgets cannot live forever.
+DAY = 86400
+# Offsets, dead-letter counts and the series index: a year of silence.
+LONG_TTL = 400 * DAY
+
+
+def realtime_ttl() -> int:
+    """PV buckets, UV HyperLogLogs and their indexes: flushed every minute, re-created by late events."""
+    return stats_setting("MAX_LATENESS_SECONDS") + 30 * DAY
+
+
+def ranking_ttl(slot_seconds: int, slots: int) -> int:
+    """A window's slots and totals: rotation drops a slot once the window has passed it."""
+    return slot_seconds * slots + DAY
+
+
+def series_ttl(precision: int, samples: int) -> int:
+    """A series hash: the cleaner trims samples older than the retention."""
+    return precision * samples + DAY
 
 
 # --- PV / UV ------------------------------------------------------------------------------------------

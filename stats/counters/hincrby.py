@@ -6,22 +6,29 @@ on them. One script call carries them all, inside the same MULTI/EXEC as the off
 (and sharing the prefix's hash tag) so it runs on Redis Cluster too.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-# KEYS: the hashes. ARGV: (index into KEYS, field, amount) triples.
+# KEYS: the hashes. ARGV: one safety TTL per key (seconds), then (index into KEYS, field, amount) triples.
 _HINCRBY_MANY = """
-for i = 1, #ARGV, 3 do
+local n = #KEYS
+for i = n + 1, #ARGV, 3 do
   redis.call('HINCRBY', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
-return #ARGV / 3
+for i = 1, n do
+  redis.call('EXPIRE', KEYS[i], ARGV[i])
+end
+return (#ARGV - n) / 3
 """
 
 # Bounds one call's argument list; a larger batch simply makes several calls in the same transaction.
 MAX_PER_CALL = 20_000
 
 
-def queue_hincrby_many(pipe, increments: Mapping[tuple[str, str], int]) -> None:
-    """Queue ``HINCRBY key field amount`` for every ``(key, field) -> amount`` as few script calls."""
+def queue_hincrby_many(pipe, increments: Mapping[tuple[str, str], int], *, ttl: Callable[[str], int]) -> None:
+    """Queue ``HINCRBY key field amount`` for every ``(key, field) -> amount`` as few script calls.
+
+    Every key touched gets (again) the safety TTL ``ttl(key)``, far beyond the job that consumes it.
+    """
     items = [(target, amount) for target, amount in increments.items() if amount]
     script = pipe.register_script(_HINCRBY_MANY)
     for start in range(0, len(items), MAX_PER_CALL):
@@ -29,4 +36,5 @@ def queue_hincrby_many(pipe, increments: Mapping[tuple[str, str], int]) -> None:
         args: list[int | str] = []
         for (key, field), amount in items[start : start + MAX_PER_CALL]:
             args += (key_index.setdefault(key, len(key_index) + 1), field, amount)
-        script(keys=list(key_index), args=args, client=pipe)
+        key_list = list(key_index)
+        script(keys=key_list, args=[ttl(key) for key in key_list] + args, client=pipe)

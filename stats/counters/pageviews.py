@@ -49,18 +49,23 @@ def queue_page_views(pipe, views: Iterable[PageView], *, now: dt.datetime) -> No
             increments[(tree_key, TREE)] += 1
             if view.openid:
                 visitors[keys.uv_day(code, day, TREE)].add(view.openid)
-    queue_hincrby_many(pipe, increments)
+    ttl = keys.realtime_ttl()
+    queue_hincrby_many(pipe, increments, ttl=lambda key: ttl)
     for key in scores:
         pipe.hsetnx(key, GEN, generation)
     if scores:
         pipe.zadd(keys.pv_index(), scores)
+        pipe.expire(keys.pv_index(), ttl)
     for key, openids in visitors.items():
         pipe.pfadd(key, *openids)
+        pipe.expire(key, ttl)
         day = keys.parse_uv_day(key)[1]
         uv_keys_by_day[day].add(key)
     for day, uv_keys in uv_keys_by_day.items():
         pipe.sadd(keys.uv_index(day), *uv_keys)
         pipe.zadd(keys.uv_days(), {day: int(day)})
+        pipe.expire(keys.uv_index(day), ttl)
+        pipe.expire(keys.uv_days(), ttl)
 
 
 def queue_hll_union(pipe, target: str, *, blobs: Iterable[bytes | None], sources: Iterable[str]) -> int:

@@ -90,11 +90,17 @@ def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None
         totals[(window_name, scope, code)] += amount
         slots[(window_name, scope)][slot_key] = slot
     # Slot hashes and totals move in the same MULTI/EXEC, so totals always equal the sum of live slots.
-    queue_hincrby_many(pipe, slot_increments)
+    ttls = {name: keys.ranking_ttl(w.slot_seconds, w.slots) for name, w in windows().items()}
+    # A slot key is "{P}:rank:{window}:...": its window names its TTL.
+    queue_hincrby_many(
+        pipe, slot_increments, ttl=lambda key: ttls[key.split(":rank:", 1)[1].split(":", 1)[0]]
+    )
     for (window_name, scope, code), amount in totals.items():
         pipe.zincrby(keys.ranking_total(window_name, scope), amount, code)
     for (window_name, scope), slot_scores in slots.items():
         pipe.zadd(keys.ranking_slots(window_name, scope), slot_scores)
+        pipe.expire(keys.ranking_slots(window_name, scope), ttls[window_name])
+        pipe.expire(keys.ranking_total(window_name, scope), ttls[window_name])
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:

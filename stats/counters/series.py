@@ -61,9 +61,12 @@ def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     for (precision, counter, sample), amount in counts.items():
         increments[(keys.series_hash(precision, counter), str(sample))] = amount
         known.add(keys.series_member(precision, counter))
-    queue_hincrby_many(pipe, increments)
+    retention = precisions()
+    ttls = {keys.series_hash(p, c): keys.series_ttl(p, retention[p]) for p, c, _ in counts}
+    queue_hincrby_many(pipe, increments, ttl=ttls.__getitem__)
     if known:
         pipe.zadd(keys.series_known(), dict.fromkeys(known, 0))
+        pipe.expire(keys.series_known(), keys.LONG_TTL)
 
 
 def oldest_kept_sample(precision: int, now: dt.datetime) -> int:
@@ -90,6 +93,7 @@ def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
             )
             walked += 1
         client.hset(keys.series_cleaned(), str(precision), now.timestamp())
+        client.expire(keys.series_cleaned(), keys.LONG_TTL)
     return f"trimmed {removed} series samples over {walked} counters"
 
 

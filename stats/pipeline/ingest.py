@@ -269,7 +269,10 @@ def _apply_partition(
     source, partition = where
     for reason, n in dead.items():
         pipe.hincrby(keys.dead_letter_counts(), reason, n)
+    if dead:
+        pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
     pipe.hset(keys.offsets(group, source), str(partition), next_offset)
+    pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
     pipe.execute()
 
 
