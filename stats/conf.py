@@ -30,6 +30,9 @@ DEFAULTS = {
     "KAFKA_SESSION_TIMEOUT_MS": 10_000,
     "CONSUMER_BATCH_SIZE": 2000,
     "PARTNER_CACHE_SECONDS": 30,
+    # Raw events are kept this long: at least the maximum lateness plus a reconcile window.
+    "ARCHIVE_RETENTION_DAYS": 35,
+    "DEAD_LETTER_RETENTION_DAYS": 90,
 }
 
 stats_setting = AppSettings(
@@ -43,6 +46,8 @@ stats_setting = AppSettings(
             "MAX_EVENT_BYTES",
             "KAFKA_SESSION_TIMEOUT_MS",
             "CONSUMER_BATCH_SIZE",
+            "ARCHIVE_RETENTION_DAYS",
+            "DEAD_LETTER_RETENTION_DAYS",
         )
     }
     | {

@@ -15,4 +15,5 @@ JOBS = [
         Schedule.DAILY,
         at=dt.time(0, 30),
     ),
+    Job("stats.purge_expired", "stats.jobs.retention.purge_task", Schedule.DAILY, at=dt.time(4, 0)),
 ]

@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Count, Q
 
 from cpsproject.common.timeutil import local_day
+from stats.conf import stats_setting
 from stats.keys import NO_PARTNER
 from stats.models import RawEvent
 from stats.pipeline.events import PageView
@@ -71,6 +72,10 @@ class Archive(ABC):
     @abstractmethod
     def count_day(self, day: dt.date) -> DayCounts:
         """Return the exact PV and UV of business day ``day``, per partner and per subtree, bots apart."""
+
+    @abstractmethod
+    def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
+        """Delete the events of the business days before ``day``; return how many went."""
 
 
 class SqlArchive(Archive):
@@ -131,6 +136,15 @@ class SqlArchive(Archive):
             return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON DUPLICATE KEY UPDATE {quote('event_id')} = {quote('event_id')}"
         return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
 
+    def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
+        # In chunks of primary keys: one huge DELETE would hold its locks and grow the undo log for minutes.
+        purged = 0
+        old = RawEvent.objects.filter(day__lt=day)
+        while ids := list(old.values_list("event_id", flat=True)[:chunk]):
+            purged += RawEvent.objects.filter(event_id__in=ids).delete()[0]
+            logger.info("archive purge: %d raw events before %s deleted so far", purged, day)
+        return purged
+
     def count_day(self, day: dt.date) -> DayCounts:
         counts = DayCounts()
         views = RawEvent.objects.filter(day=day, type=PageView.type)
@@ -165,6 +179,10 @@ class MongoArchive(Archive):
             client = MongoClient(url, tz_aware=True)
         self.collection = client[database]["raw_events"]
         self.collection.create_index([("day", 1), ("type", 1)])
+        # MongoDB itself drops events past the retention (its TTL monitor runs every minute); purge_before is
+        # for a retention shortened since the index was made.
+        retention = dt.timedelta(days=stats_setting("ARCHIVE_RETENTION_DAYS"))
+        self.collection.create_index("ts", expireAfterSeconds=int(retention.total_seconds()))
 
     def store(self, events: Iterable[Event]) -> None:
         from pymongo.errors import BulkWriteError
@@ -196,6 +214,9 @@ class MongoArchive(Archive):
             },
         ]
         return list(self.collection.aggregate(stages, allowDiskUse=True))
+
+    def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
+        return self.collection.delete_many({"day": {"$lt": day.isoformat()}}).deleted_count
 
     def count_day(self, day: dt.date) -> DayCounts:
         counts = DayCounts()

@@ -1,0 +1,63 @@
+"""Raw events and dead letters past their retention are purged, in chunks; reconciled days keep their numbers."""
+
+import datetime as dt
+
+import pytest
+
+from stats.jobs import retention
+from stats.jobs.reconcile import reconcile
+from stats.models import DailyStat, DeadLetter, RawEvent
+from stats.pipeline.archive import MongoArchive
+from tests.factories import at, create_tree, feed, pv_event
+
+pytestmark = pytest.mark.django_db
+
+OLD_DAY = dt.date(2026, 10, 1)
+KEPT_DAY = dt.date(2026, 11, 1)
+NOW = at("2026-11-21 12:00")  # 35 days back is 2026-10-17: October 1 is past retention, November 1 is not
+
+
+def test_purge_drops_raw_events_past_retention_in_chunks_and_keeps_reconciled_days(monkeypatch):
+    create_tree()
+    old = [pv_event(at("2026-10-01 10:00"), "A1", f"u{n}") for n in range(7)]
+    kept = [pv_event(at("2026-11-01 10:00"), "A1", f"u{n}") for n in range(3)]
+    feed(old, now=at("2026-10-01 12:00"))
+    feed(kept, now=at("2026-11-01 12:00"))
+    reconcile(day=OLD_DAY, now=at("2026-10-02 01:00"))
+    monkeypatch.setattr(retention, "CHUNK", 2)  # several chunks for 7 events
+    result = retention.purge_expired(now=NOW)
+    assert result.raw_events == 7
+    assert sorted(set(RawEvent.objects.values_list("day", flat=True))) == [KEPT_DAY]
+    assert DailyStat.objects.get(partner__code="A", date=OLD_DAY).pv == 7  # the reconciled day stays
+
+
+def test_purge_drops_dead_letters_past_their_retention():
+    feed([b"{bad json", b"[1]"], now=NOW)
+    DeadLetter.objects.filter(reason="not_json").update(received_at=NOW - dt.timedelta(days=91))
+    assert retention.purge_expired(now=NOW).dead_letters == 1
+    assert list(DeadLetter.objects.values_list("reason", flat=True)) == ["not_object"]
+
+
+def test_mongodb_archive_purges_by_day_and_has_a_ttl_index():
+    # mongomock applies TTL indexes against the real clock, so this test's events are relative to it.
+    from django.utils import timezone
+
+    from cpsproject.common.timeutil import local_day
+    from partners.selectors import partner_lineages
+    from stats.pipeline.events import parse_event
+
+    create_tree()
+    now = timezone.now()
+    archive = MongoArchive("mongomock://localhost", "cps_retention")
+    lineages = partner_lineages()
+    old, new = now - dt.timedelta(days=50), now - dt.timedelta(days=1)
+    archive.store(
+        [
+            parse_event(pv_event(old, "A1", event_id="old"), lineages=lineages, now=old),
+            parse_event(pv_event(new, "A1", event_id="new"), lineages=lineages, now=new),
+        ]
+    )
+    archive.purge_before(retention.archive_cutoff(local_day(now)))
+    assert [d["_id"] for d in archive.collection.find({}, {"_id": 1})] == ["new"]
+    ttl = [i for i in archive.collection.index_information().values() if "expireAfterSeconds" in i]
+    assert [i["expireAfterSeconds"] for i in ttl] == [35 * 86400]
