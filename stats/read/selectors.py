@@ -45,7 +45,9 @@ def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=horizon) > now and day <= local_day(now)
 
 
-def _bucket_series(*, partner: Partner | None, days: list[dt.date]) -> dict[dt.date, list[tuple]]:
+def _bucket_series(
+    *, partner: Partner | None, days: list[dt.date], now: dt.datetime
+) -> dict[dt.date, list[tuple]]:
     """Return ``(start, pv, pv_self)`` for every bucket of each day, zero-filled, including unflushed counts.
 
     One SQL query and one Redis round trip for the whole list of days.
@@ -59,7 +61,6 @@ def _bucket_series(*, partner: Partner | None, days: list[dt.date]) -> dict[dt.d
     rows = BucketStat.objects.filter(partner=partner, start__gte=first, start__lte=last)
     for start, generation, pv, pv_self in rows.values_list("start", "generation", "pv", "pv_self"):
         latest[(start, generation)] = (pv, pv_self)
-    now = timezone.now()
     live_starts = [s for day in days if _may_have_redis_keys(day, now) for s in starts_by_day[day]]
     live = read_buckets(get_redis_connection("default"), code, live_starts) if live_starts else {}
     for start, values in live.items():
@@ -75,14 +76,18 @@ def _bucket_series(*, partner: Partner | None, days: list[dt.date]) -> dict[dt.d
     }
 
 
-def partner_bucket_series(*, partner: Partner | None, day: dt.date) -> list[tuple[dt.datetime, int, int]]:
+def partner_bucket_series(
+    *, partner: Partner | None, day: dt.date, now: dt.datetime | None = None
+) -> list[tuple[dt.datetime, int, int]]:
     """Return ``(start, pv, pv_self)`` for every bucket of ``day``, zero-filled, including unflushed counts."""
-    return _bucket_series(partner=partner, days=[day])[day]
+    return _bucket_series(partner=partner, days=[day], now=now or timezone.now())[day]
 
 
-def partner_days(*, partner: Partner, start: dt.date, end: dt.date) -> list[DayNumbers]:
+def partner_days(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
+) -> list[DayNumbers]:
     """Return one entry per day from ``start`` to ``end`` inclusive: reconciled, or flushed plus unflushed."""
-    now = timezone.now()
+    now = now or timezone.now()
     stored = {
         row.date: row for row in DailyStat.objects.filter(partner=partner, date__gte=start, date__lte=end)
     }
@@ -92,7 +97,7 @@ def partner_days(*, partner: Partner, start: dt.date, end: dt.date) -> list[DayN
         for day in all_days
         if not (stored.get(day) and stored[day].reconciled_at) and _may_have_redis_keys(day, now)
     ]
-    buckets = _bucket_series(partner=partner, days=live_days)
+    buckets = _bucket_series(partner=partner, days=live_days, now=now)
     unions = []
     for day in live_days:
         row = stored.get(day)
