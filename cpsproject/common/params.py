@@ -30,7 +30,7 @@ def shown(value: object) -> str:
     """A short, printable rendering of a rejected value for an error message."""
     text = value if isinstance(value, str) else type(value).__name__
     if len(text) > 32:
-        text = text[:32] + "…"
+        text = text[:32] + "..."
     return repr(text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
@@ -44,7 +44,7 @@ def _raw(params: Mapping, name: str) -> str | None:
     if len(raw) > MAX_LENGTH:
         raise ValidationError({name: f"{name} is longer than {MAX_LENGTH} characters."})
     if not raw.isprintable():
-        raise ValidationError({name: f"{name} holds control characters: {shown(raw)}."})
+        raise ValidationError({name: f"{name} holds unprintable characters: {shown(raw)}."})
     return raw
 
 
@@ -100,6 +100,7 @@ def month_param(params: Mapping, name: str) -> tuple[dt.date, dt.date] | None:
 
 
 def int_param(params: Mapping, name: str, *, default: int, low: int, high: int) -> int:
+    """An integer of ASCII digits (``int`` would also take ``"١٢"``, ``" 1"`` and ``"1_0"``) from low to high."""
     raw = _raw(params, name)
     if raw is None:
         return default
@@ -111,7 +112,16 @@ def int_param(params: Mapping, name: str, *, default: int, low: int, high: int) 
     return value
 
 
+MAX_PAGE = 10**9
+
+
+def page_param(params: Mapping, name: str = "page") -> int:
+    """A page number from 1; a page past the last is the caller's to refuse (404)."""
+    return int_param(params, name, default=1, low=1, high=MAX_PAGE)
+
+
 def choice_param(params: Mapping, name: str, *, choices: Sequence[str], default: str | None = None) -> str:
+    """One of ``choices``; ``default`` when absent (required if None)."""
     raw = _raw(params, name)
     value = default if raw is None else raw
     if value not in choices:
@@ -163,10 +173,3 @@ class Pagination(PageNumberPagination):
             return super().paginate_queryset(queryset, request, view)
         except NotFound as exc:
             raise NotFound({self.page_query_param: [str(exc.detail)]}) from exc
-
-
-MAX_PAGE = 10**9
-
-
-def page_param(params: Mapping, name: str = "page") -> int:
-    return int_param(params, name, default=1, low=1, high=MAX_PAGE)
