@@ -11,7 +11,9 @@ from stats.pipeline.archive import MongoArchive, SqlArchive
 from stats.pipeline.events import parse_event
 from tests.factories import at, create_tree, pv_event
 
-pytestmark = pytest.mark.django_db
+# MongoDB drops an event ARCHIVE_RETENTION_DAYS after its ts (a TTL index, which mongomock applies when it
+# reads): the archive is read here at a fixed moment soon after the events.
+pytestmark = [pytest.mark.django_db, pytest.mark.time_machine("2026-11-22T09:00:00+08:00", tick=False)]
 
 NOON = at("2026-11-21 12:00")
 
