@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.locks import redis_lock
+from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, queue_login
@@ -103,9 +103,10 @@ def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
     today = local_day(now)
     client = get_redis_connection("default")
     result = SyncResult()
-    with redis_lock("sync_logins"):
+    with job_lock("sync_logins") as lock:
         for month in months_to_sync(today):
             for members in _walk_month(client, month):
+                lock.ensure_held()
                 result.synced_rows += _upsert_months(month, _read_month(client, month, members))
         cutoff = retention_cutoff(today)
         for stamp in client.zrangebyscore(keys.login_months(), "-inf", "+inf"):
@@ -113,6 +114,7 @@ def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
             next_month = (month + dt.timedelta(days=32)).replace(day=1)
             if next_month > cutoff:
                 continue  # some day of this month is still within retention
+            lock.ensure_held()
             result.deleted_keys += _expire_month(client, month)
     logger.info(result.summary())
     return result

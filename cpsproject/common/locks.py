@@ -1,40 +1,158 @@
-"""A Redis lock so two flushes, reconciles or login syncs do not run at once (redis-py's token-checked Lock).
+"""Job locks: one flush, reconcile or login sync at a time, kept for as long as the job runs.
 
-The lock expires after ``LOCK_SECONDS``, so a job killed while holding it stops blocking the next run within
-that time. The jobs it guards are idempotent (absolute upserts, compare-and-delete), so a rare overlap when a
-job outlives its lock costs work, not correctness: keep the TTL short rather than long.
+``job_lock(name)`` takes a redis-py Lock on ``redis_keys.lock(name)`` (``SET NX PX`` with a random token) that
+lives ``CPS_LOCK_SECONDS`` and is renewed by a daemon heartbeat thread every third of that time. A job that runs
+longer than the TTL (a ``reconcile`` of a busy day) therefore keeps its lock, while a job whose process dies
+stops renewing it and frees the lock within the TTL.
+
+A lock can still be lost while its job runs: the process paused for longer than the TTL (a frozen VM, a swap
+storm, Redis out of reach of the heartbeat), a failover that dropped the key, someone deleting it by hand. The
+guarded jobs rely on the lock to keep a second writer out (``upsert_rows`` matches NULL keys itself), so each
+calls ``ensure_held()`` right before every write step, or opens its SQL transaction with ``atomic()``. Both
+renew the lock and raise ``LockLost`` once it is no longer ours: the job stops before it writes instead of
+writing beside another run.
+
+``run_as_task`` turns a busy lock into a logged skip for django-q2 tasks; ``command_errors`` turns a busy or a
+lost lock into a one-line ``CommandError`` for management commands.
 """
 
+import functools
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import ParamSpec
 
 from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import transaction
 from django_redis import get_redis_connection
-from redis.exceptions import LockError
+from redis.exceptions import LockNotOwnedError, RedisError
+from redis.lock import Lock
 
 from cpsproject.common import redis_keys
 
 logger = logging.getLogger(__name__)
 
+P = ParamSpec("P")
+
 
 class LockBusy(Exception):
-    pass
+    """Another run holds the job's lock."""
+
+    def __init__(self, name: str, key: str) -> None:
+        super().__init__(f"another {name} is running (lock {key} is held)")
+        self.name, self.key = name, key
+
+
+class LockLost(Exception):
+    """The job's lock expired or was taken while the job ran; the job stopped before its next write."""
+
+    def __init__(self, name: str, key: str) -> None:
+        super().__init__(
+            f"{name} lost its lock {key} while running and stopped before its next write; run it again"
+        )
+        self.name, self.key = name, key
+
+
+class JobLock:
+    """What ``job_lock`` yields: the job calls ``ensure_held()`` (or ``atomic()``) before each write step."""
+
+    def __init__(self, name: str, lock: Lock, seconds: float) -> None:
+        self.name, self.key, self.seconds = name, lock.name, seconds
+        self._lock = lock
+        self._lost = threading.Event()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name=f"lock-heartbeat {name}", daemon=True)
+
+    def ensure_held(self) -> None:
+        """Renew the lock for a full TTL; raise ``LockLost`` if it is no longer ours."""
+        if not self._lost.is_set():
+            try:
+                self._lock.reacquire()  # compares our token and resets the TTL in one script call
+                return
+            except LockNotOwnedError:
+                self._lost.set()
+                logger.error("%s lost its lock %s; stopping before the next write", self.name, self.key)
+        raise LockLost(self.name, self.key)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """A SQL transaction that opens and commits only while the lock is ours (else ``LockLost``, rolled back)."""
+        self.ensure_held()
+        with transaction.atomic():
+            yield
+            self.ensure_held()
+
+    def _beat(self) -> None:
+        interval = self.seconds / 3
+        while not self._stop.wait(interval):
+            try:
+                self._lock.reacquire()
+            except LockNotOwnedError:
+                self._lost.set()
+                logger.error("%s lost its lock %s; the job stops before its next write", self.name, self.key)
+                return
+            except RedisError as exc:  # Redis out of reach: keep trying while the TTL lasts
+                logger.warning("could not renew the %s lock %s (%s); retrying", self.name, self.key, exc)
+
+    def _start(self) -> None:
+        self._heartbeat.start()
+
+    def _finish(self) -> None:
+        self._stop.set()
+        self._heartbeat.join()
+        if self._lost.is_set():
+            return  # the key is someone else's now (or gone): leave it alone
+        try:
+            self._lock.release()  # deletes the key only if it still holds our token
+        except LockNotOwnedError:
+            logger.error("%s lost its lock %s after its last write check", self.name, self.key)
 
 
 @contextmanager
-def redis_lock(name: str) -> Iterator[None]:
-    lock = get_redis_connection("default").lock(redis_keys.lock(name), timeout=settings.CPS_LOCK_SECONDS)
+def job_lock(name: str, *, seconds: float | None = None) -> Iterator[JobLock]:
+    """Hold the lock ``name`` (TTL ``seconds``, default ``CPS_LOCK_SECONDS``) renewed until the block ends.
+
+    Raise ``LockBusy`` at once if another run holds it.
+    """
+    seconds = seconds or settings.CPS_LOCK_SECONDS
+    key = redis_keys.lock(name)
+    # thread_local=False: the heartbeat thread renews with the token the job's thread acquired.
+    lock = get_redis_connection("default").lock(key, timeout=seconds, thread_local=False)
     if not lock.acquire(blocking=False):
-        raise LockBusy(f"another {name} is running (lock {redis_keys.lock(name)} is held)")
+        raise LockBusy(name, key)
+    job = JobLock(name, lock, seconds)
+    job._start()
+    logger.debug("%s holds its lock %s (TTL %ss, renewed every %.1fs)", name, key, seconds, seconds / 3)
+    try:
+        yield job
+    finally:
+        job._finish()
+
+
+def run_as_task(fn: Callable[P, str]) -> Callable[P, str]:
+    """Wrap a django-q2 task so a busy lock is a logged one-line skip, not a failed task.
+
+    A lost lock still fails the task (django-q2 records the error): the job stopped half-way.
+    """
+
+    @functools.wraps(fn)
+    def task(*args: P.args, **kwargs: P.kwargs) -> str:
+        try:
+            return fn(*args, **kwargs)
+        except LockBusy as exc:
+            summary = f"skipped: another {exc.name} is running"
+            logger.warning("%s %s (lock %s is held)", fn.__name__, summary, exc.key)
+            return summary
+
+    return task
+
+
+@contextmanager
+def command_errors() -> Iterator[None]:
+    """Turn a busy or lost lock into a ``CommandError``: one readable line and a non-zero exit."""
     try:
         yield
-    finally:
-        try:
-            lock.release()
-        except LockError:
-            logger.warning(
-                "%s outlived its %ss lock; another run may have overlapped",
-                name,
-                settings.CPS_LOCK_SECONDS,
-            )
+    except (LockBusy, LockLost) as exc:
+        raise CommandError(str(exc)) from exc

@@ -7,6 +7,9 @@ Order of work, so that a crash anywhere leaves numbers a re-run repairs:
    bucket rows, and merge each day's HyperLogLog into the one stored with the day (a union: idempotent);
 3. after the commit, delete each settled key only if it still holds what was written (a compare-and-delete
    script), so an increment that raced the flush stays in Redis for the next one.
+
+The ``flush`` job lock is renewed while the flush runs and checked before step 2 opens, before it commits and
+before step 3: a flush that lost its lock stops (``LockLost``) instead of writing beside another one.
 """
 
 import datetime as dt
@@ -15,13 +18,12 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from django_redis import get_redis_connection
 
 from cpsproject.common import faults, redis_keys
-from cpsproject.common.locks import redis_lock
+from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import (
     day_bounds,
     local_day,
@@ -210,7 +212,7 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
     now = now or timezone.now()
     result = FlushResult()
     client = get_redis_connection("default")
-    with redis_lock("flush"):
+    with job_lock("flush") as lock:
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))
         ids[keys.NO_PARTNER] = None
         settled_stamp = _settled_bucket_stamp(now)
@@ -231,12 +233,13 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
             if b.values
         ]
         touched = {(row["partner_id"], local_day(row["start"])) for row in bucket_rows}
-        with transaction.atomic():
+        with lock.atomic():  # step 2, committed only while the lock is ours
             upsert_rows(BucketStat, bucket_rows, key_fields=["partner_id", "start", "generation"])
             daily = _daily_rows(touched, hlls, ids)
             upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
         result.buckets, result.days = len(bucket_rows), len(daily)
         faults.reach("flush_after_commit")
+        lock.ensure_held()  # step 3
         result.deleted_keys = _delete_settled(client, buckets, hlls, settled_stamp=settled_stamp, now=now)
     logger.info(result.summary())
     return result

@@ -1,13 +1,16 @@
-"""The exact recount of one business day from the raw-event archive."""
+"""The exact recount of one business day from the raw-event archive.
+
+Counting a busy day takes minutes, longer than the lock's TTL: the ``reconcile`` job lock is renewed while it
+counts, and its write transaction opens and commits only while the lock is still ours.
+"""
 
 import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.utils import timezone
 
-from cpsproject.common.locks import redis_lock
+from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
@@ -36,7 +39,7 @@ def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
 def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:
     """Recount ``day`` exactly, write it as final, and record the realtime-versus-exact drift."""
     now = now or timezone.now()
-    with redis_lock("reconcile"):
+    with job_lock("reconcile") as lock:
         counts = get_archive().count_day(day)
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))
         ids[NO_PARTNER] = None
@@ -76,7 +79,7 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
                     "reconciled_at": now,
                 }
             )
-        with transaction.atomic():
+        with lock.atomic():
             upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
             upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
