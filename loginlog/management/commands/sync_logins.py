@@ -1,6 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from cpsproject.common.locks import LockBusy
+from cpsproject.common.locks import command_errors
 from loginlog.services import sync_logins
 
 
@@ -10,7 +10,5 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options) -> None:
-        try:
+        with command_errors():
             self.stdout.write(sync_logins().summary())
-        except LockBusy as exc:
-            raise CommandError(str(exc)) from exc

@@ -1,7 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.core.management.commands import flush as django_flush
 
-from cpsproject.common.locks import LockBusy
+from cpsproject.common.locks import command_errors
 from stats.jobs.flush import flush
 
 # Options Django's own `flush` (empty the database) is called with by its test machinery.
@@ -26,7 +26,5 @@ class Command(BaseCommand):
             return django_flush.Command(stdout=self.stdout, stderr=self.stderr).handle(
                 **{**defaults, **options}
             )
-        try:
+        with command_errors():
             self.stdout.write(flush(include_open=include_open).summary())
-        except LockBusy as exc:
-            raise CommandError(str(exc)) from exc

@@ -2,7 +2,7 @@ import datetime as dt
 
 from django.core.management.base import BaseCommand, CommandError
 
-from cpsproject.common.locks import LockBusy
+from cpsproject.common.locks import command_errors
 from stats.jobs.reconcile import default_reconcile_day, reconcile
 
 
@@ -17,7 +17,5 @@ class Command(BaseCommand):
             day = dt.date.fromisoformat(date) if date else default_reconcile_day()
         except ValueError as exc:
             raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
-        try:
+        with command_errors():
             self.stdout.write(reconcile(day=day).summary())
-        except LockBusy as exc:
-            raise CommandError(str(exc)) from exc
