@@ -62,6 +62,7 @@ def test_reconciled_day_is_final_and_late_events_show_as_drift():
         # 16:30 UTC on Nov 21 is already the 22nd in Shanghai: yesterday is the 21st there, not the 20th.
         (dt.datetime(2026, 11, 21, 16, 30, tzinfo=dt.UTC), dt.date(2026, 11, 21)),
     ],
+    ids=["ordinary day", "year end", "end of february", "month end", "utc date behind"],
 )
 def test_the_default_day_is_yesterday_in_business_time(now, yesterday):
     assert default_reconcile_day(now) == yesterday
