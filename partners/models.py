@@ -5,7 +5,7 @@ from django.db import models
 
 MAX_LEVEL = 3
 CODE_VALIDATOR = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z",  # \Z, not $: $ also matches before a trailing newline
     "A code is letters, digits, '.', '_' or '-', starting with a letter or digit.",
 )
 

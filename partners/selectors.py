@@ -11,7 +11,6 @@ def partner_subtree(*, partner: Partner, include_self: bool = True) -> QuerySet[
     return qs if include_self else qs.exclude(pk=partner.pk)
 
 
-
 @dataclass(frozen=True)
 class Lineage:
     """What the ingest path needs to know of a partner code: its chain of codes, root first, and activity."""

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from stats import api
+from stats.read import api
 
 urlpatterns = [
     path("partners/<str:code>/stats/", api.partner_stats, name="partner-stats"),

@@ -1,6 +1,6 @@
 """Counters at several precisions (third design document): one hash per precision and counter.
 
-Counters: ``site`` (all human PV) and ``p:{code}`` (a partner's subtree PV). Samples start on business-time
+Counters: ``all`` (every human PV) and ``p:{code}`` (a partner's subtree PV). Samples start on business-time
 boundaries. The cleaner trims samples older than each precision's retention and forgets empty counters in one
 Lua script per counter, so it never races a concurrent increment; a precision is only walked when it is due.
 """
@@ -18,7 +18,7 @@ from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
 from stats.pipeline.events import PageView
 
-SITE_COUNTER = "site"
+ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
 # KEYS: counter hash, known index. ARGV: oldest sample to keep, the counter's index member.
 _TRIM_COUNTER = """
@@ -50,7 +50,7 @@ def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     for view in views:
         if view.is_bot:
             continue
-        counters = [SITE_COUNTER] + [partner_counter(c) for c in (view.lineage.codes if view.lineage else ())]
+        counters = [ALL_TRAFFIC] + [partner_counter(c) for c in (view.lineage.codes if view.lineage else ())]
         seconds, offset = int(view.ts.timestamp()), local_offset(view.ts)
         for precision in periods:
             sample = floor_epoch(seconds, precision, offset)

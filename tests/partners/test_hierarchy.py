@@ -76,3 +76,10 @@ def test_lineages_list_codes_root_first():
     lineages = partner_lineages()
     assert lineages["A1a"].codes == ("A", "A1", "A1a")
     assert lineages["A2"].is_active is False
+
+
+def test_a_code_with_a_trailing_newline_is_rejected():
+    with pytest.raises(ValidationError) as caught:
+        create_partner("P9\n")
+    assert "code" in caught.value.message_dict
+    assert not Partner.objects.exists()

@@ -1,4 +1,4 @@
-"""The stats API (stats.api) where partner portals and staff look: stats, buckets, rankings, series.
+"""The stats API (stats.read.api) where partner portals and staff look: stats, buckets, rankings, series.
 
 The API reads the clock (today's default range, which days may still have Redis keys, the ranking windows),
 so every test here runs under a fixed clock, several at the edges of a year, a month and February.

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from stats import keys
-from stats.counters.series import SITE_COUNTER, clean_series, partner_counter, read_series
+from stats.counters.series import ALL_TRAFFIC, clean_series, partner_counter, read_series
 from tests.factories import SHANGHAI, at, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
@@ -30,14 +30,14 @@ def test_series_at_every_precision_sum_to_the_pv_of_the_events():
     feed([pv_event(start, "B", ua="AhrefsBot")], now=start)  # bots are not in the series
     end = start + dt.timedelta(hours=6)
     for precision in (1, 5, 60, 300, 3600, 18000, 86400):
-        site = read_series(counter=SITE_COUNTER, precision=precision, start=start, end=end)
+        site = read_series(counter=ALL_TRAFFIC, precision=precision, start=start, end=end)
         assert sum(count for _, count in site) == 800, precision
         a_total = sum(
             c for _, c in read_series(counter=partner_counter("A"), precision=precision, start=start, end=end)
         )
         assert a_total == sum(1 for _, code in events if "A" in CHAINS[code])
     # Every hourly sample holds exactly the events of its hour.
-    hours = read_series(counter=SITE_COUNTER, precision=3600, start=start, end=end - dt.timedelta(seconds=1))
+    hours = read_series(counter=ALL_TRAFFIC, precision=3600, start=start, end=end - dt.timedelta(seconds=1))
     assert [ts for ts, _ in hours] == [at(f"2026-11-21 {h:02}:00") for h in range(8, 14)]
     assert [count for _, count in hours] == [
         sum(1 for ts, _ in events if ts.astimezone(SHANGHAI).hour == h) for h in range(8, 14)
@@ -62,7 +62,7 @@ def test_day_and_hour_samples_split_at_business_midnight(last_second, first_seco
     before, after = last_second.replace(hour=0, minute=0, second=0), first_second
     days = read_series(counter=partner_counter("B"), precision=86400, start=before, end=after)
     assert days == [(before, 1), (after, 2)]
-    hours = read_series(counter=SITE_COUNTER, precision=3600, start=last_second, end=first_second)
+    hours = read_series(counter=ALL_TRAFFIC, precision=3600, start=last_second, end=first_second)
     assert hours == [(last_second.replace(minute=0, second=0), 1), (first_second, 2)]
 
 
@@ -76,8 +76,8 @@ def test_cleaner_removes_exactly_the_expired_samples(settings, redis_client):
     )
     now = start + dt.timedelta(minutes=29, seconds=30)
     clean_series(now=now, force=True)
-    minutes = read_series(counter=SITE_COUNTER, precision=60, start=start, end=now)
+    minutes = read_series(counter=ALL_TRAFFIC, precision=60, start=start, end=now)
     assert [c for _, c in minutes] == [0] * 20 + [1] * 10  # the 10 newest minutes are kept
-    assert sum(c for _, c in read_series(counter=SITE_COUNTER, precision=3600, start=start, end=now)) == 30
+    assert sum(c for _, c in read_series(counter=ALL_TRAFFIC, precision=3600, start=start, end=now)) == 30
     clean_series(now=now + dt.timedelta(days=1), force=True)
     assert redis_client.zcard(keys.series_known()) == 0  # every counter emptied and forgotten

@@ -10,7 +10,7 @@ from cpsproject.common.params import choice_param, date_param, date_range_params
 from cpsproject.common.timeutil import local_day
 from partners.permissions import get_visible_partner, visible_partners
 from stats.counters.rankings import top_partners, windows
-from stats.counters.series import MAX_POINTS, SITE_COUNTER, partner_counter, precisions, read_series
+from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, precisions, read_series
 from stats.read.selectors import partner_bucket_series, partner_days
 
 
@@ -18,11 +18,12 @@ from stats.read.selectors import partner_bucket_series, partner_days
 def partner_stats(request: Request, code: str) -> Response:
     """Days of PV/UV (subtree and own) for one partner; reconciled days are final."""
     partner = get_visible_partner(request.user, code)
-    today = local_day(timezone.now())
+    now = timezone.now()  # one clock reading per request
+    today = local_day(now)
     start, end = date_range_params(
         request.query_params, default_start=today - dt.timedelta(days=6), default_end=today
     )
-    days = partner_days(partner=partner, start=start, end=end)
+    days = partner_days(partner=partner, start=start, end=end, now=now)
     return Response(
         {
             "partner": partner.code,
@@ -46,11 +47,12 @@ def partner_stats(request: Request, code: str) -> Response:
 def partner_buckets(request: Request, code: str) -> Response:
     """The 5-minute PV series of one partner-day, zero-filled."""
     partner = get_visible_partner(request.user, code)
-    day = date_param(request.query_params, "date", default=local_day(timezone.now()))
+    now = timezone.now()
+    day = date_param(request.query_params, "date", default=local_day(now))
     return Response(
         [
             {"start": start.isoformat(), "pv": pv, "pv_self": pv_self}
-            for start, pv, pv_self in partner_bucket_series(partner=partner, day=day)
+            for start, pv, pv_self in partner_bucket_series(partner=partner, day=day, now=now)
         ]
     )
 
@@ -65,7 +67,7 @@ def partner_rankings(request: Request) -> Response:
     among = None
     if not request.user.is_staff:
         among = set(visible_partners(request.user).values_list("code", flat=True))
-    ranked = top_partners(window=window, scope=scope, limit=limit, among=among)
+    ranked = top_partners(window=window, scope=scope, limit=limit, among=among, now=timezone.now())
     return Response([{"rank": r.rank, "partner": r.partner, "pv": r.pv} for r in ranked])
 
 
@@ -77,7 +79,7 @@ def series(request: Request) -> Response:
     if params.get("partner"):
         counter = partner_counter(get_visible_partner(request.user, params["partner"]).code)
     elif request.user.is_staff:
-        counter = SITE_COUNTER
+        counter = ALL_TRAFFIC
     else:
         raise ValidationError({"partner": "partner is required with a portal token."})
     end = datetime_param(params, "end", default=timezone.now())
