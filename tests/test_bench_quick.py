@@ -48,7 +48,10 @@ def _drop_mysql_database(name: str) -> None:
 
     db = settings.DATABASES["default"]
     connection = MySQLdb.connect(
-        host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306), user=db["USER"], passwd=db["PASSWORD"] or ""
+        host=db["HOST"] or "127.0.0.1",
+        port=int(db["PORT"] or 3306),
+        user=db["USER"],
+        passwd=db["PASSWORD"] or "",
     )
     try:
         connection.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -73,7 +76,9 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     finally:
         if mysql_name:
             _drop_mysql_database(mysql_name)
-    assert done.returncode == 0, f"bench/run.py --quick exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"bench/run.py --quick exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
+    )
     rows = json.loads(report.read_text())
     by_figure = {row["figure"]: row for row in rows}
     assert sorted(by_figure) == sorted(_figures())
