@@ -10,9 +10,9 @@ commands in the same MULTI/EXEC as the Kafka offset, so the feature counts exact
 """
 
 from stats.models import DeadLetter
-from stats.pipeline.events import Rejected, identifier
+from stats.pipeline.events import Rejected
 from stats.pipeline.registry import Envelope, Event, register_counter, register_event_type
 
 Reason = DeadLetter.Reason
 
-__all__ = ["Envelope", "Event", "Reason", "Rejected", "identifier", "register_counter", "register_event_type"]
+__all__ = ["Envelope", "Event", "Reason", "Rejected", "register_counter", "register_event_type"]

@@ -156,13 +156,14 @@ def _set_aside(
 
 
 def _counters_pipeline(client, pairs: Sequence[tuple[Message, Event]], now: dt.datetime):
-    """Queue (not send) one partition's counter updates; an event the counters refuse is set aside first."""
+    """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline."""
     pipe = client.pipeline(transaction=True)
     _queue_counters(pipe, [event for _, event in pairs], now)
     return pipe
 
 
 def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime):
+    """The partition's counter pipeline; events the counter code refuses on their own are set aside first."""
     try:
         return _counters_pipeline(client, parsed.events[where], now)
     except Exception as exc:
