@@ -26,6 +26,12 @@ Time series (third design document)::
                                             (every human PV) and "p:{code}" (a partner's subtree PV)
     {P}:series:{precision}:{counter} hash   sample start epoch -> count
     {P}:series:cleaned               hash   precision -> epoch of the last clean
+
+Pipeline metrics (``stats.pipeline.metrics``; read at scrape time by ``stats.read.pipeline_status``)::
+
+    {P}:metrics:counted              hash   "{type}:{source}" -> events counted (in the partition's MULTI/EXEC)
+    {P}:metrics:batch_seconds        hash   bucket upper bound ("0.05", …, "+Inf") -> batches that took at most
+                                            that long and more than the previous bound; "sum", "count"
 """
 
 from cpsproject.common.redis_keys import prefix
@@ -135,3 +141,24 @@ def series_hash_of_member(member: str) -> str:
 
 def series_cleaned() -> str:
     return f"{prefix()}:series:cleaned"
+
+
+# --- Pipeline metrics ---------------------------------------------------------------------------------
+
+
+def metrics_counted() -> str:
+    return f"{prefix()}:metrics:counted"
+
+
+def metrics_counted_field(event_type: str, source: str) -> str:
+    return f"{event_type}:{source}"
+
+
+def parse_metrics_counted_field(field: str) -> tuple[str, str]:
+    """Return ``(type, source)`` of a counted field (event types have no colon; sources may: file:PATH)."""
+    event_type, source = field.split(":", 1)
+    return event_type, source
+
+
+def metrics_batch_seconds() -> str:
+    return f"{prefix()}:metrics:batch_seconds"

@@ -12,6 +12,9 @@ calls ``ensure_held()`` right before every write step, or opens its SQL transact
 renew the lock and raise ``LockLost`` once it is no longer ours: the job stops before it writes instead of
 writing beside another run.
 
+A job that leaves its ``job_lock`` block without an exception is recorded as that job's last success, with its
+duration (``cpsproject.common.jobruns``), whether django-q2 or a management command ran it.
+
 ``run_as_task`` turns a busy lock into a logged skip for django-q2 tasks; ``command_errors`` turns a busy or a
 lost lock into a one-line ``CommandError`` for management commands.
 """
@@ -19,6 +22,7 @@ lost lock into a one-line ``CommandError`` for management commands.
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec
@@ -31,6 +35,7 @@ from redis.exceptions import LockNotOwnedError, RedisError
 from redis.lock import Lock
 
 from cpsproject.common import redis_keys
+from cpsproject.common.jobruns import record_success
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +119,8 @@ class JobLock:
 def job_lock(name: str, *, seconds: float | None = None) -> Iterator[JobLock]:
     """Hold the lock ``name`` (TTL ``seconds``, default ``CPS_LOCK_SECONDS``) renewed until the block ends.
 
-    Raise ``LockBusy`` at once if another run holds it.
+    Raise ``LockBusy`` at once if another run holds it. A block that ends without an exception is recorded as
+    the job's last success.
     """
     seconds = seconds or settings.CPS_LOCK_SECONDS
     key = redis_keys.lock(name)
@@ -125,10 +131,12 @@ def job_lock(name: str, *, seconds: float | None = None) -> Iterator[JobLock]:
     job = JobLock(name, lock, seconds)
     job._start()
     logger.debug("%s holds its lock %s (TTL %ss, renewed every %.1fs)", name, key, seconds, seconds / 3)
+    started = time.monotonic()
     try:
         yield job
     finally:
         job._finish()
+    record_success(name, duration=time.monotonic() - started)
 
 
 def run_as_task(fn: Callable[P, str]) -> Callable[P, str]:

@@ -8,6 +8,8 @@ MULTI/EXEC, and scripts touch several keys at once. Each app builds its own keys
 
     {P}:lock:{name}            string  lock token (SET NX PX), renewed while its job runs
     {P}:tmp:{token}[:{part}]   any     scratch keys for merges, deleted in the round trip that made them
+    {P}:jobs:{field}           hash    job name -> epoch of its last success ("last_success") or its
+                                       duration in seconds ("last_duration") (cpsproject.common.jobruns)
     {P}:throttle:{scope}:{who} list    an API client's recent request times (partners.throttling); kept in
                                        Django's cache, which stores it under its own ":1:" version prefix
 """
@@ -35,3 +37,8 @@ def scratch_part(scratch_key: str, part: int) -> str:
 def throttle(scope: str, who: str) -> str:
     """The cache key of one API client's request history under a throttle ``scope`` (``who``: user or address)."""
     return f"{prefix()}:throttle:{scope}:{who}"
+
+
+def job_runs(field: str) -> str:
+    """The hash of one fact about every job's last successful run (``last_success``, ``last_duration``)."""
+    return f"{prefix()}:jobs:{field}"

@@ -22,6 +22,7 @@ from partners.selectors import Lineage, partner_lineages
 from stats import keys
 from stats.conf import stats_setting
 from stats.models import DeadLetter
+from stats.pipeline import metrics
 from stats.pipeline.archive import get_archive
 from stats.pipeline.events import Reason, Rejected, parse_event
 from stats.pipeline.isolation import is_unavailable, isolate_failures, retry_while_unavailable
@@ -159,6 +160,7 @@ def _counters_pipeline(client, pairs: Sequence[tuple[Message, Event]], now: dt.d
     """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline."""
     pipe = client.pipeline(transaction=True)
     _queue_counters(pipe, [event for _, event in pairs], now)
+    metrics.record_counted(pipe, pairs)  # events counted, exactly once with the counters
     return pipe
 
 
@@ -218,6 +220,7 @@ def process_batch(
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
     refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
     """
+    started = time.monotonic()
     now = now or timezone.now()
     directory = directory or PartnerDirectory()
     parsed = _parse(messages, directory=directory, now=now, should_stop=should_stop)
@@ -260,6 +263,7 @@ def process_batch(
         faults.reach("after_redis")
     if result.dead:
         logger.warning("batch: %s", result.summary())
+    metrics.record_batch_duration(time.monotonic() - started)
     return result
 
 

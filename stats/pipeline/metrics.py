@@ -1,0 +1,83 @@
+"""What the consumer records for the metrics endpoint: events counted and how long batches take.
+
+The consumer is a process of its own, so nothing here lives in process memory: every figure is a Redis hash
+(keys in ``stats.keys``, "Pipeline metrics") that the web process reads at scrape time
+(``stats.read.pipeline_status``). Events counted are queued on the partition's MULTI/EXEC pipeline, beside the
+counters and the offset, so they are exactly once as the counters are; dead letters are counted the same way in
+``keys.dead_letter_counts()`` by ``ingest``. A batch's duration is known only once it is done, so the histogram
+is written after it in a round trip of its own: a crash in between loses one sample, never a count.
+"""
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+from stats import keys
+
+logger = logging.getLogger(__name__)
+
+# Upper bounds in seconds of the batch-duration histogram: a full batch of 2,000 events takes about 0.1 s.
+BATCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+SUM, COUNT = "sum", "count"
+
+
+def bucket_field(bound: float) -> str:
+    return "+Inf" if math.isinf(bound) else repr(bound)
+
+
+def record_counted(pipe, pairs: Sequence[tuple]) -> None:
+    """Queue the count of ``pairs`` (``(Message, Event)``) on the partition's MULTI/EXEC pipeline."""
+    if not pairs:
+        return
+    counts = Counter(keys.metrics_counted_field(event.type, message.source) for message, event in pairs)
+    for field, n in counts.items():
+        pipe.hincrby(keys.metrics_counted(), field, n)
+    pipe.expire(keys.metrics_counted(), keys.LONG_TTL)
+
+
+def record_batch_duration(seconds: float) -> None:
+    """Add one batch that took ``seconds`` to the histogram."""
+    bound = next((b for b in BATCH_SECONDS_BUCKETS if seconds <= b), math.inf)
+    key = keys.metrics_batch_seconds()
+    pipe = get_redis_connection("default").pipeline(transaction=True)
+    pipe.hincrby(key, bucket_field(bound), 1)
+    pipe.hincrbyfloat(key, SUM, seconds)
+    pipe.hincrby(key, COUNT, 1)
+    pipe.expire(key, keys.LONG_TTL)
+    try:
+        pipe.execute()
+    except RedisError as exc:  # the batch is counted already: a lost sample must not make it run again
+        logger.warning("could not record the batch duration (%s)", exc)
+
+
+def counted_events() -> dict[tuple[str, str], int]:
+    """Return events counted so far by ``(type, source)``."""
+    raw = get_redis_connection("default").hgetall(keys.metrics_counted())
+    return {keys.parse_metrics_counted_field(field.decode()): int(n) for field, n in raw.items()}
+
+
+@dataclass(frozen=True)
+class BatchHistogram:
+    buckets: list[
+        tuple[str, int]
+    ]  # cumulative: (upper bound, batches that took at most that long), "+Inf" last
+    sum: float
+    count: int
+
+
+def batch_histogram() -> BatchHistogram:
+    """Return the batch-duration histogram with cumulative buckets, as Prometheus expects it."""
+    raw = {
+        k.decode(): v
+        for k, v in get_redis_connection("default").hgetall(keys.metrics_batch_seconds()).items()
+    }
+    cumulative, buckets = 0, []
+    for bound in (*BATCH_SECONDS_BUCKETS, math.inf):
+        cumulative += int(raw.get(bucket_field(bound), 0))
+        buckets.append((bucket_field(bound), cumulative))
+    return BatchHistogram(buckets=buckets, sum=float(raw.get(SUM, 0)), count=int(raw.get(COUNT, 0)))
