@@ -31,7 +31,8 @@ DEBUG = env_bool("DEBUG", True)
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin with the statistics dashboard as its index page (stats/dashboard/site.py).
+    "stats.dashboard.apps.StatsAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -48,6 +49,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # After sessions, before common: the language comes from the session (the admin's switch), the
+    # Accept-Language header, then LANGUAGE_CODE.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -113,7 +117,11 @@ KAFKA_GROUP_ID = os.environ.get("KAFKA_GROUP_ID", "cps-stats")
 # --- Time ---------------------------------------------------------------------------------------------
 TIME_ZONE = os.environ.get("CPS_TIME_ZONE", "Asia/Shanghai")
 USE_TZ = True
-LANGUAGE_CODE = "en-us"
+
+# --- Language: staff read Chinese; English stays selectable from the admin header -------------------------
+LANGUAGE_CODE = os.environ.get("CPS_LANGUAGE_CODE", "zh-hans")
+LANGUAGES = [("zh-hans", "简体中文"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_I18N = True
 
 STATIC_URL = "static/"

@@ -4,7 +4,10 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from cpsproject.common.admin_csv import CsvExportMixin
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_user_count, login_days
@@ -12,17 +15,39 @@ from loginlog.validation import LoginRejected, user_types, validate_login
 
 
 @admin.register(LoginMonth)
-class LoginMonthAdmin(admin.ModelAdmin):
+class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
     list_display = ["user_type", "user_id", "month", "login_days"]
     list_filter = ["user_type", "month"]
     search_fields = ["user_id"]
     readonly_fields = ["user_type", "user_id", "month", "days", "synced_at"]
     change_list_template = "admin/loginlog/loginmonth_change_list.html"
+    csv_fields = [
+        (gettext_lazy("user type"), "user_type"),
+        (gettext_lazy("user id"), "user_id"),
+        (gettext_lazy("month"), "month"),
+        (gettext_lazy("days logged in"), "days"),
+    ]
+
+    def csv_row(self, values: tuple) -> tuple:
+        user_type, user_id, month, days = values
+        return (
+            user_type,
+            user_id,
+            f"{month:%Y-%m}",
+            " ".join(str(d) for d in range(1, 32) if days >> (d - 1) & 1),
+        )
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        # Login statistics are statistics: every active staff user may read them.
+        return request.user.is_active and request.user.is_staff
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_staff
 
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.display(description="days logged in")
+    @admin.display(description=gettext_lazy("days logged in"))
     def login_days(self, obj: LoginMonth) -> str:
         return ", ".join(map(str, obj.day_numbers()))
 
@@ -54,7 +79,7 @@ class LoginMonthAdmin(admin.ModelAdmin):
         peak = max([n for rows in dau.values() for _, n in rows] + [1])
         context = {
             **self.admin_site.each_context(request),
-            "title": "Login activity",
+            "title": _("Login activity"),
             "user_types": user_types(),
             "calendar": calendar,
             "error": error,

@@ -36,6 +36,12 @@ def pytest_sessionstart(session) -> None:
 
 
 @pytest.fixture(autouse=True)
+def english_by_default(settings) -> None:
+    """Pages and API messages in English, as the assertions are; the Chinese tests ask for zh-hans themselves."""
+    settings.LANGUAGE_CODE = "en"
+
+
+@pytest.fixture(autouse=True)
 def redis_prefix(settings) -> Iterator[str]:
     """Give every test its own Redis key prefix and delete only its keys afterwards."""
     prefix = f"cpstest-{uuid.uuid4().hex[:10]}"

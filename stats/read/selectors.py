@@ -141,3 +141,65 @@ def uv_between(partner: Partner, start: dt.date, end: dt.date, *, scope: str = T
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
     sources = [keys.uv_day(partner.code, stamp_day(day), scope) for day in days]
     return hll_union_counts(get_redis_connection("default"), [(list(blobs), sources)])[0]
+
+
+def site_days(*, start: dt.date, end: dt.date, now: dt.datetime | None = None) -> list[DayNumbers]:
+    """Return the whole site per day: every root partner's subtree plus the traffic with no partner.
+
+    PV is that sum; UV is the union of the roots' and the no-partner HyperLogLogs (stored and still in Redis),
+    never a sum of UVs. ``pv_self``/``uv_self`` are the no-partner traffic alone. A day is reconciled when
+    every root that had traffic that day is.
+    """
+    now = now or timezone.now()
+    roots = list(Partner.objects.filter(parent__isnull=True))
+    per_root = [partner_days(partner=root, start=start, end=end, now=now) for root in roots]
+    all_days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    stored_site = {
+        row.date: row
+        for row in DailyStat.objects.filter(partner__isnull=True, date__gte=start, date__lte=end)
+    }
+    live_site = [day for day in all_days if _may_have_redis_keys(day, now)]
+    site_buckets = _bucket_series(partner=None, days=live_site, now=now)
+    blobs: defaultdict[dt.date, list[bytes | None]] = defaultdict(list)
+    roots_rows = DailyStat.objects.filter(partner__parent__isnull=True, partner__isnull=False)
+    for day, blob in roots_rows.filter(date__gte=start, date__lte=end).values_list("date", "hll"):
+        blobs[day].append(blob)
+    for day, row in stored_site.items():
+        blobs[day].append(row.hll)
+    codes = [root.code for root in roots] + [keys.NO_PARTNER]
+    unions = [(blobs[day], [keys.uv_day(code, stamp_day(day), TREE) for code in codes]) for day in all_days]
+    unions += [
+        (
+            [stored_site[day].hll if day in stored_site else None],
+            [keys.uv_day(keys.NO_PARTNER, stamp_day(day), TREE)],
+        )
+        for day in all_days
+    ]
+    counts = hll_union_counts(get_redis_connection("default"), unions)
+    union_uv, site_uv = counts[: len(all_days)], counts[len(all_days) :]
+    days = []
+    for index, day in enumerate(all_days):
+        if day in site_buckets:
+            site_pv = sum(bucket[1] for bucket in site_buckets[day])
+        else:
+            site_pv = stored_site[day].pv if day in stored_site else 0
+        root_days = [numbers[index] for numbers in per_root]
+        # With one source of traffic that day, show its own UV (exact once reconciled), not the estimate.
+        busy_roots = [d for d in root_days if d.pv]
+        uv = union_uv[index]
+        if len(busy_roots) == 1 and not site_pv:
+            uv = busy_roots[0].uv
+        elif not busy_roots and site_pv:
+            uv = site_uv[index]
+        reconciled = any(d.pv for d in root_days) and all(d.reconciled for d in root_days if d.pv)
+        days.append(
+            DayNumbers(
+                day,
+                pv=sum(d.pv for d in root_days) + site_pv,
+                uv=uv,
+                pv_self=site_pv,
+                uv_self=site_uv[index],
+                reconciled=reconciled,
+            )
+        )
+    return days

@@ -1,0 +1,261 @@
+"""The dashboard (the admin index) and the partner page: read the selectors, hand numbers to templates.
+
+Both pages are statistics, which every active staff user may read. Query parameters are validated by the
+shared parsers; a bad one becomes a message on the page and its default is used instead, never a 500.
+"""
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from rest_framework.exceptions import ValidationError
+
+from cpsproject.common.admin_csv import csv_lines
+from cpsproject.common.params import choice_param, date_range_params
+from cpsproject.common.timeutil import local_day, to_local
+from partners.models import Partner
+from stats.counters.pageviews import SELF, TREE
+from stats.counters.rankings import top_partners, windows
+from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
+from stats.dashboard.charts import Line, bar_chart, line_chart
+from stats.read.selectors import DayNumbers, partner_days, site_days, uv_between
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+TOP_LIMIT = 10
+
+
+def _error_text(exc: ValidationError) -> str:
+    detail = exc.detail
+    if isinstance(detail, dict):
+        return "; ".join(str(message) for messages_ in detail.values() for message in messages_)
+    return "; ".join(map(str, detail)) if isinstance(detail, list) else str(detail)
+
+
+def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:
+    default = (today - dt.timedelta(days=days - 1), today)
+    try:
+        return date_range_params(
+            request.GET, default_start=default[0], default_end=default[1], max_days=MAX_DAYS
+        )
+    except ValidationError as exc:
+        messages.warning(
+            request,
+            _("The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.")
+            % {"error": _error_text(exc), "start": default[0], "end": default[1]},
+        )
+        return default
+
+
+def _scope(request: HttpRequest) -> str:
+    try:
+        return choice_param(request.GET, "scope", choices=[TREE, SELF], default=TREE)
+    except ValidationError:
+        messages.warning(request, _("Scope must be “tree” or “self”; showing the subtree."))
+        return TREE
+
+
+def _pick(day: DayNumbers, scope: str) -> tuple[int, int]:
+    return (day.pv_self, day.uv_self) if scope == SELF else (day.pv, day.uv)
+
+
+def pipeline_health(*, today: dt.date) -> dict | None:
+    """Gather the pipeline-health panel; None when ``stats.read.pipeline_status`` is not installed.
+
+    Each figure is read on its own: one that fails is logged and shown as unavailable, the page still renders.
+    """
+    try:
+        from stats.read import pipeline_status
+    except ImportError:
+        return None
+    panel: dict = {}
+    readers = {
+        "lag": pipeline_status.consumer_lag,
+        "last_flush": lambda: pipeline_status.last_job_success("flush"),
+        "last_reconcile": lambda: pipeline_status.last_job_success("reconcile"),
+        "dead_letters": lambda: sorted(pipeline_status.dead_letters_by_reason(day=today).items()),
+        "drift": pipeline_status.last_reconcile_drift,
+    }
+    for name, read in readers.items():
+        try:
+            panel[name] = read()
+        except Exception:  # one broken figure must not hide the others
+            logger.exception("the dashboard could not read %s", name)
+            panel[name] = None
+            panel.setdefault("failed", []).append(name)
+    for name in ("last_flush", "last_reconcile"):
+        if panel.get(name):
+            panel[name] = to_local(panel[name])
+    return panel
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int
+    code: str
+    name: str
+    pv: int
+
+
+def _rankings(now: dt.datetime) -> list[tuple[str, list[Ranked]]]:
+    boards = {name: top_partners(window=name, limit=TOP_LIMIT, now=now) for name in windows()}
+    codes = {entry.partner for board in boards.values() for entry in board}
+    names = dict(Partner.objects.filter(code__in=codes).values_list("code", "name"))
+    return [
+        (name, [Ranked(e.rank, e.partner, names.get(e.partner, ""), e.pv) for e in board])
+        for name, board in boards.items()
+    ]
+
+
+def dashboard(request: HttpRequest, *, site) -> HttpResponse:
+    """Today so far, the chosen range as a chart, rankings, the last hour per minute and the pipeline's health."""
+    now = timezone.now()  # one clock reading per page
+    today = local_day(now)
+    start, end = _date_range(request, today, DEFAULT_DAYS)
+    scope = _scope(request)
+    partner = None
+    code = request.GET.get("partner", "").strip()
+    if code:
+        partner = Partner.objects.filter(code=code).first()
+        if partner is None:
+            messages.warning(
+                request, _("No partner has the code %(code)s; showing all traffic.") % {"code": code}
+            )
+    if partner is not None:
+        days = partner_days(partner=partner, start=start, end=end, now=now)
+        today_numbers = partner_days(partner=partner, start=today, end=today, now=now)[0]
+        range_uv = uv_between(partner, start, end, scope=scope)
+    else:
+        days = site_days(start=start, end=end, now=now)
+        today_numbers = site_days(start=today, end=today, now=now)[0]
+        range_uv = None  # distinct users over days of the whole site: not stored as one union
+    picked = [(day, *_pick(day, scope)) for day in days]
+    labels = [day.date.strftime("%m-%d") for day in days]
+    title = _("PV and UV per day")
+    chart = line_chart(
+        labels=labels,
+        lines=[
+            Line(_("PV"), [pv for _d, pv, _u in picked], "pv"),
+            Line(_("UV"), [uv for _d, _p, uv in picked], "uv"),
+        ],
+        title=title,
+    )
+    minute_end = now
+    minutes = read_series(
+        counter=partner_counter(partner.code) if partner else ALL_TRAFFIC,
+        precision=60,
+        start=minute_end - dt.timedelta(minutes=59),
+        end=minute_end,
+    )
+    minute_chart = bar_chart(
+        labels=[moment.strftime("%H:%M") for moment, _count in minutes],
+        values=[count for _moment, count in minutes],
+        title=_("PV per minute, last hour"),
+    )
+    context = {
+        **site.each_context(request),
+        "title": _("Statistics dashboard"),
+        "now": to_local(now),
+        "today": today_numbers,
+        "today_pv_uv": _pick(today_numbers, scope),
+        "partner": partner,
+        "partner_code": code,
+        "scope": scope,
+        "start": start,
+        "end": end,
+        "days": picked,
+        "range_pv": sum(pv for _d, pv, _u in picked),
+        "range_uv": range_uv,
+        "chart": chart,
+        "minute_chart": minute_chart,
+        "minute_total": sum(count for _moment, count in minutes),
+        "rankings": _rankings(now),
+        "health": pipeline_health(today=today),
+        "roots": Partner.objects.filter(parent__isnull=True).order_by("code"),
+        "app_list": site.get_app_list(request),
+    }
+    request.current_app = site.name
+    return TemplateResponse(request, "admin/stats/dashboard.html", context)
+
+
+@dataclass(frozen=True)
+class NetworkRow:
+    date: dt.date
+    own: DayNumbers
+    children: list[DayNumbers]
+
+
+def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
+    """One partner's days with its children's side by side, a total row, and the same table as CSV."""
+    partner = Partner.objects.filter(code=code).first()
+    if partner is None:
+        raise Http404(_("No partner has the code %(code)s.") % {"code": code})
+    now = timezone.now()
+    start, end = _date_range(request, local_day(now), 7)
+    children = list(partner.children.order_by("code"))
+    own = partner_days(partner=partner, start=start, end=end, now=now)
+    per_child = [partner_days(partner=child, start=start, end=end, now=now) for child in children]
+    rows = [NetworkRow(day.date, day, [days[index] for days in per_child]) for index, day in enumerate(own)]
+    # UV over the range is the union of the day HyperLogLogs, never a sum of daily UVs.
+    totals = {
+        "pv": sum(d.pv for d in own),
+        "pv_self": sum(d.pv_self for d in own),
+        "uv": uv_between(partner, start, end),
+        "uv_self": uv_between(partner, start, end, scope=SELF),
+        "children": [
+            (sum(d.pv for d in days), uv_between(child, start, end))
+            for child, days in zip(children, per_child, strict=True)
+        ],
+    }
+    if request.GET.get("format") == "csv":
+        return _network_csv(partner, children, rows, totals)
+    context = {
+        **site.each_context(request),
+        "title": _("Partner %(code)s: %(name)s") % {"code": partner.code, "name": partner.name},
+        "partner": partner,
+        "ancestors": list(Partner.objects.filter(pk__in=partner.ancestor_ids).order_by("level")),
+        "children": children,
+        "rows": rows,
+        "totals": totals,
+        "start": start,
+        "end": end,
+        "csv_url": f"{request.path}?{_with_format(request, 'csv')}",
+        "dashboard_url": reverse("admin:index") + f"?partner={partner.code}",
+    }
+    request.current_app = site.name
+    return TemplateResponse(request, "admin/stats/network.html", context)
+
+
+def _with_format(request: HttpRequest, value: str) -> str:
+    params = request.GET.copy()
+    params["format"] = value
+    return params.urlencode()
+
+
+def _network_csv(partner: Partner, children: list[Partner], rows: list[NetworkRow], totals: dict):
+    header = [_("date"), "PV", "UV", _("own PV"), _("own UV")]
+    for child in children:
+        header += [f"{child.code} PV", f"{child.code} UV"]
+
+    def lines():
+        for row in rows:
+            line = [row.date.isoformat(), row.own.pv, row.own.uv, row.own.pv_self, row.own.uv_self]
+            for child in row.children:
+                line += [child.pv, child.uv]
+            yield line
+        total = [_("total"), totals["pv"], totals["uv"], totals["pv_self"], totals["uv_self"]]
+        for pv, uv in totals["children"]:
+            total += [pv, uv]
+        yield total
+
+    response = StreamingHttpResponse(csv_lines(header, lines()), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="partner-{partner.code}.csv"'
+    return response
