@@ -79,6 +79,28 @@ def test_late_event_after_its_bucket_was_flushed_adds_to_it():
     assert BucketStat.objects.filter(partner__code="A1", start=NOON).count() == 2
 
 
+def test_a_day_of_buckets_is_written_once_each_site_rows_included():
+    """More rows than one upsert statement holds, and the site rows (NULL partner), which the DB cannot match."""
+    create_tree()
+    slots = [at("2026-11-21 00:00") + dt.timedelta(minutes=5 * n) for n in range(288)]
+    next_day = at("2026-11-22 01:00")
+    feed([pv_event(s, code, f"u{n}") for n, s in enumerate(slots) for code in ("A1a", "B", None)], now=next_day)
+    flush(now=next_day)
+    flush(now=next_day)
+    feed([pv_event(NOON, "A1a", "late"), pv_event(NOON, None, "late")], now=next_day)  # new generations
+    flush(now=next_day)
+    flush(now=next_day)
+    assert (daily("A", DAY).pv, daily("A1a", DAY).pv, daily("B", DAY).pv, daily(None, DAY).pv) == (
+        289,
+        289,
+        288,
+        289,
+    )
+    assert BucketStat.objects.filter(partner__code="A").count() == 289
+    assert BucketStat.objects.filter(partner=None).count() == 289
+    assert sorted(BucketStat.objects.filter(partner=None, start=NOON).values_list("pv", flat=True)) == [1, 1]
+
+
 # --- a real `flush` process killed between its commit and its deletes ----------------------------------------
 
 
