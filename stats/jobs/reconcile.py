@@ -2,15 +2,22 @@
 
 Counting a busy day takes minutes, longer than the lock's TTL: the ``reconcile`` job lock is renewed while it
 counts, and its write transaction opens and commits only while the lock is still ours.
+
+The write also holds the ``flush`` job lock: a flush reads which days are reconciled and then writes the others
+(at 00:30 it still flushes yesterday's late buckets), so a reconcile committing in between would have its exact
+numbers overwritten by realtime ones. Counting does not need it; a flush in progress is waited for (a flush takes
+seconds), up to ``FLUSH_LOCK_WAIT_SECONDS``.
 """
 
 import datetime as dt
 import logging
+import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from django.utils import timezone
 
-from cpsproject.common.locks import job_lock
+from cpsproject.common.locks import JobLock, LockBusy, job_lock
 from cpsproject.common.timeutil import local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
@@ -19,6 +26,9 @@ from stats.models import DailyStat, ReconcileDrift
 from stats.pipeline.archive import get_archive
 
 logger = logging.getLogger(__name__)
+
+# How long the write waits for a running flush to finish before the reconcile gives up (LockBusy).
+FLUSH_LOCK_WAIT_SECONDS = 120.0
 
 
 @dataclass
@@ -34,6 +44,19 @@ class ReconcileResult:
 def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
     """Yesterday in the business time zone."""
     return local_day(now or timezone.now()) - dt.timedelta(days=1)
+
+
+def _wait_for_flush_lock(stack: ExitStack, *, wait_seconds: float) -> JobLock:
+    """Take the ``flush`` job lock into ``stack``, retrying while a flush holds it, for up to ``wait_seconds``."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return stack.enter_context(job_lock("flush"))
+        except LockBusy:
+            if time.monotonic() >= deadline:
+                raise
+            logger.info("reconcile waits for the running flush before it writes")
+            time.sleep(0.2)
 
 
 def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:
@@ -79,9 +102,13 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
                     "reconciled_at": now,
                 }
             )
-        with lock.atomic():
-            upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
-            upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
+        with ExitStack() as stack:
+            flush_lock = _wait_for_flush_lock(stack, wait_seconds=FLUSH_LOCK_WAIT_SECONDS)
+            with flush_lock.atomic():  # opens and commits only while both locks are ours
+                lock.ensure_held()
+                upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
+                upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
+                lock.ensure_held()
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
     result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting)
     logger.info(result.summary())

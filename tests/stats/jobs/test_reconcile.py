@@ -1,10 +1,14 @@
 """Reconcile (stats.jobs.reconcile): the exact recount of a business day from the raw archive."""
 
 import datetime as dt
+import threading
+import time
 
 import pytest
 from django.core.management import call_command
 
+from cpsproject.common.locks import LockBusy, job_lock
+from stats.jobs import reconcile as reconcile_job
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import default_reconcile_day, reconcile
 from stats.models import DailyStat, ReconcileDrift
@@ -82,3 +86,37 @@ def test_the_reconcile_command_recounts_yesterday_by_default(capsys):
         at("2027-01-01 00:30"),
     )
     assert not DailyStat.objects.filter(date=dt.date(2027, 1, 1), reconciled_at__isnull=False).exists()
+
+
+def test_reconcile_does_not_write_while_a_flush_holds_its_lock(monkeypatch):
+    create_tree()
+    feed([pv_event(NOON, "B", "u1", event_id="once"), pv_event(NOON, "B", "u1", event_id="once")], now=NOON)
+    flush(now=LATER)
+    monkeypatch.setattr(reconcile_job, "FLUSH_LOCK_WAIT_SECONDS", 0.5)
+    with job_lock("flush"), pytest.raises(LockBusy):
+        reconcile(day=DAY, now=LATER)
+    # The realtime numbers (the duplicate counted twice) are untouched: nothing was written.
+    assert (daily("B", DAY).pv, daily("B", DAY).reconciled_at) == (2, None)
+    assert not ReconcileDrift.objects.exists()
+
+
+def test_reconcile_waits_for_a_running_flush_then_writes():
+    create_tree()
+    feed([pv_event(NOON, "B", "u1", event_id="once"), pv_event(NOON, "B", "u1", event_id="once")], now=NOON)
+    flush(now=LATER)
+    holding, released_at = threading.Event(), []
+
+    def running_flush() -> None:
+        with job_lock("flush"):
+            holding.set()
+            time.sleep(1.0)
+            released_at.append(time.monotonic())
+
+    flusher = threading.Thread(target=running_flush)
+    flusher.start()
+    holding.wait(5)
+    reconcile(day=DAY, now=LATER)
+    finished = time.monotonic()
+    flusher.join()
+    assert finished > released_at[0]  # it waited for the flush instead of writing beside it
+    assert (daily("B", DAY).pv, daily("B", DAY).reconciled_at) == (1, LATER)
