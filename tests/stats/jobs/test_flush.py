@@ -84,7 +84,9 @@ def test_a_day_of_buckets_is_written_once_each_site_rows_included():
     create_tree()
     slots = [at("2026-11-21 00:00") + dt.timedelta(minutes=5 * n) for n in range(288)]
     next_day = at("2026-11-22 01:00")
-    feed([pv_event(s, code, f"u{n}") for n, s in enumerate(slots) for code in ("A1a", "B", None)], now=next_day)
+    feed(
+        [pv_event(s, code, f"u{n}") for n, s in enumerate(slots) for code in ("A1a", "B", None)], now=next_day
+    )
     flush(now=next_day)
     flush(now=next_day)
     feed([pv_event(NOON, "A1a", "late"), pv_event(NOON, None, "late")], now=next_day)  # new generations
