@@ -26,9 +26,40 @@ def env_int(name: str, default: int) -> int:
     return default if value in (None, "") else int(value)
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
-DEBUG = env_bool("DEBUG", True)
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# --- Security -----------------------------------------------------------------------------------------
+# Production is the default: DEBUG is off and SECRET_KEY must be set. The demo (CPS_DEMO=1, set by
+# scripts/demo) or DEBUG=1 opts into a development key; the test suite sets its own (tests/settings.py).
+CPS_DEMO = env_bool("CPS_DEMO", False)
+DEBUG = env_bool("DEBUG", CPS_DEMO)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if False:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set: export a long random SECRET_KEY (or CPS_DEMO=1 / DEBUG=1 for a development run)"
+        )
+    SECRET_KEY = "dev-only-insecure-key-change-me-in-production"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+# Served over HTTPS (CPS_HTTPS=1): redirect plain HTTP, send cookies over HTTPS only, and ask browsers to
+# use HTTPS only for a year (HSTS). Off by default so the demo and the tests speak plain HTTP.
+CPS_HTTPS = env_bool("CPS_HTTPS", False)
+SECURE_SSL_REDIRECT = CPS_HTTPS
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = CPS_HTTPS
+SECURE_HSTS_SECONDS = env_int("CPS_HSTS_SECONDS", 365 * 86400 if CPS_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CPS_HSTS_INCLUDE_SUBDOMAINS", CPS_HTTPS)
+SECURE_HSTS_PRELOAD = False
+# Behind a TLS-terminating proxy (nginx) that sets e.g. X-Forwarded-Proto: the request is HTTPS when the
+# header says "https". Set it only when the proxy overwrites the header, or a client could forge it.
+if proxy_ssl_header := os.environ.get("CPS_PROXY_SSL_HEADER", ""):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + proxy_ssl_header.upper().replace("-", "_"), "https")
+# Prometheus scrapes /metrics with "Authorization: Bearer <token>"; empty: staff sessions only.
+CPS_METRICS_TOKEN = os.environ.get("CPS_METRICS_TOKEN", "")
 
 INSTALLED_APPS = [
     # The admin with the statistics dashboard as its index page (stats/dashboard/site.py).
@@ -40,6 +71,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    # Swagger UI and Redoc as static files: the API docs page works offline, with no CDN.
+    "drf_spectacular_sidecar",
     "django_q",
     "partners",
     "stats",
@@ -158,8 +192,13 @@ API_THROTTLE_RATES = {
     # address gets 429 before any password is hashed.
     "auth_failure": env_rate("CPS_THROTTLE_AUTH_FAILURES", "20/min"),
     "anon": env_rate("CPS_THROTTLE_ANON", "60/min"),
+    # Staff (sessions, basic auth, service tokens), per user.
     "user": env_rate("CPS_THROTTLE_USER", "3000/min"),
+    # Each partner portal token: a portal polls a few endpoints, it does not need the staff allowance.
+    "portal": env_rate("CPS_THROTTLE_PORTAL", "600/min"),
 }
+# The longest start..end range any API endpoint serves, in days (both ends inclusive).
+CPS_API_MAX_RANGE_DAYS = env_int("CPS_API_MAX_RANGE_DAYS", 366)
 
 # --- DRF ----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -171,7 +210,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["partners.permissions.IsStaffOrPortal"],
-    "DEFAULT_THROTTLE_CLASSES": ["partners.throttling.AnonThrottle", "partners.throttling.UserThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "partners.throttling.AnonThrottle",
+        "partners.throttling.UserThrottle",
+        "partners.throttling.PortalThrottle",
+    ],
     "DEFAULT_THROTTLE_RATES": API_THROTTLE_RATES,
     # Proxies in front of the web servers that append to X-Forwarded-For (nginx: 1). With 0 the client
     # address is REMOTE_ADDR, so a client cannot pick its own throttle key by sending the header.
@@ -185,6 +228,34 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "cpsproject.common.params.Pagination",
     "PAGE_SIZE": 100,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # A ?format= the view cannot render is a 400 naming "format" (DRF's default answers a bare 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "cpsproject.common.params.FormatNegotiation",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CPS partner statistics API",
+    "DESCRIPTION": (
+        "Partner PV/UV, 5-minute buckets, rankings, time series and user logins. Staff see everything; a "
+        "partner portal token (`Authorization: Token ...`) sees its partner's subtree only. Dates are whole "
+        "days in the business time zone; `?format=csv` streams CSV where listed. Errors: "
+        '`{"error": code, "detail": sentence, <parameter>: [messages]}`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Anyone may read the schema and the docs: they describe the API, not its data.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    # The docs page loads Swagger UI from the sidecar's static files, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The failed-authentication gate authenticates nobody: the schema lists the real ways in.
+    "AUTHENTICATION_WHITELIST": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
 }
 if DEBUG:
     REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append("rest_framework.renderers.BrowsableAPIRenderer")

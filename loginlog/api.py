@@ -1,15 +1,29 @@
-import datetime as dt
+"""The login endpoints of /api/v1/ (staff only): record a login, one user's days, active users, DAU/WAU/MAU."""
 
+import datetime as dt
+from collections.abc import Iterator
+
+from django.http import HttpResponseBase
 from django.utils import timezone
-from rest_framework import status
-from rest_framework.decorators import api_view, permission_classes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from cpsproject.common.params import choice_param, date_param, date_range_params, month_param, page_param
+from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.params import (
+    choice_param,
+    date_param,
+    date_range_params,
+    error_responses,
+    month_param,
+    page_param,
+)
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_page, login_days
@@ -18,6 +32,13 @@ from loginlog.validation import LoginRejected, user_types, validate_login
 from partners.permissions import ModelPermissionForWrites
 
 ACTIVE_PAGE_SIZE = 1000
+# A CSV of active users reads Redis this many ids at a time, so it streams whatever their number.
+ACTIVE_CSV_CHUNK = 10_000
+RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
+
+
+def _wants_csv(request: Request) -> bool:
+    return getattr(request.accepted_renderer, "format", None) == CSVRenderer.format
 
 
 def _today() -> dt.date:
@@ -38,6 +59,38 @@ def _user(user_type: object, user_id: object) -> tuple[str, int]:
         raise ValidationError({exc.field: str(exc)}) from exc
 
 
+_LOGIN = inline_serializer(
+    "Login",
+    {
+        "user_type": serializers.CharField(help_text="One of the configured user types (client, office)."),
+        "user_id": serializers.IntegerField(min_value=0, help_text="0 to CPS_MAX_USER_ID."),
+        "date": serializers.DateField(
+            required=False, help_text="The login day (YYYY-MM-DD). Default: today."
+        ),
+    },
+)
+_USER_TYPE = OpenApiParameter(
+    "user_type", str, description="One of the configured user types (client, office)."
+)
+_RANGE = [
+    OpenApiParameter("start", dt.date, description="First day, inclusive. Default: the first of this month."),
+    OpenApiParameter(
+        "end",
+        dt.date,
+        description="Last day, inclusive. Default: today. At most CPS_API_MAX_RANGE_DAYS days.",
+    ),
+    OpenApiParameter("month", str, description="YYYY-MM: the whole month, instead of start and end."),
+]
+
+
+@extend_schema(
+    summary="Record a login",
+    request=_LOGIN,
+    responses={201: _LOGIN, **error_responses(400)},
+    examples=[
+        OpenApiExample("A client", value={"user_type": "client", "user_id": 1001, "date": "2026-11-21"})
+    ],
+)
 @api_view(["POST"])
 @permission_classes([IsAdminUser, LoginWrites])
 def record_login(request: Request) -> Response:
@@ -59,31 +112,105 @@ def _range(params) -> tuple[dt.date, dt.date]:
     if month:
         return month
     today = _today()
-    return date_range_params(params, default_start=today.replace(day=1), default_end=today, max_days=3660)
+    return date_range_params(params, default_start=today.replace(day=1), default_end=today)
 
 
+@extend_schema(
+    summary="One user's login days",
+    parameters=[
+        OpenApiParameter("user_type", str, location=OpenApiParameter.PATH, description="client or office."),
+        OpenApiParameter("user_id", int, location=OpenApiParameter.PATH, description="0 to CPS_MAX_USER_ID."),
+        *_RANGE,
+        csv_format_parameter(),
+    ],
+    responses={
+        (200, "application/json"): inline_serializer(
+            "UserLogins",
+            {
+                "logged_in": serializers.BooleanField(),
+                "days": serializers.ListField(child=serializers.DateField()),
+            },
+        ),
+        (200, "text/csv"): csv_response_doc(["date"]),
+        **error_responses(400),
+    },
+)
 @api_view(["GET"])
 @permission_classes([IsAdminUser])
-def user_logins(request: Request, user_type: str, user_id: str) -> Response:
+@renderer_classes(RENDERERS)
+def user_logins(request: Request, user_type: str, user_id: str) -> Response | HttpResponseBase:
     """Whether, and on which days, one user logged in within the range."""
     user_type, uid = _user(user_type, user_id)
     start, end = _range(request.query_params)
     days = login_days(user_type=user_type, user_id=uid, start=start, end=end)
+    if _wants_csv(request):
+        return csv_response(
+            ([d.isoformat()] for d in days), header=["date"], filename=f"logins-{user_type}-{uid}.csv"
+        )
     return Response({"logged_in": bool(days), "days": [d.isoformat() for d in days]})
 
 
+def _every_active(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[tuple[str, int]]:
+    """Every active user, read from Redis ``ACTIVE_CSV_CHUNK`` at a time."""
+    offset = 0
+    while True:
+        _, rows = active_page(
+            user_types=user_types, start=start, end=end, offset=offset, limit=ACTIVE_CSV_CHUNK
+        )
+        yield from rows
+        if len(rows) < ACTIVE_CSV_CHUNK:
+            return
+        offset += ACTIVE_CSV_CHUNK
+
+
+@extend_schema(
+    summary="Users active in a range",
+    description=(
+        f"A page of {ACTIVE_PAGE_SIZE} user ids (`?page=N`); `count` is how many users were active. Without "
+        "user_type, every type, results as {user_type, user_id}. With `format=csv`: every active user at once "
+        "(no pages), streamed as `user_type,user_id` lines."
+    ),
+    parameters=[
+        _USER_TYPE,
+        *_RANGE,
+        OpenApiParameter("page", int, description="Page number from 1."),
+        csv_format_parameter(),
+    ],
+    responses={
+        (200, "application/json"): inline_serializer(
+            "ActiveUsers",
+            {
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": serializers.ListField(
+                    child=serializers.JSONField(), help_text="user ids, or {user_type, user_id} objects"
+                ),
+            },
+        ),
+        (200, "text/csv"): csv_response_doc(["user_type", "user_id"]),
+        **error_responses(400, 404),
+    },
+)
 @api_view(["GET"])
 @permission_classes([IsAdminUser])
-def active(request: Request) -> Response:
+@renderer_classes(RENDERERS)
+def active(request: Request) -> Response | HttpResponseBase:
     """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type.
 
     A page reads only its own ids from Redis (``?page=N``, 1000 ids a page), so its cost does not grow with
-    the number of active users.
+    the number of active users. The CSV holds every active user, read and sent in chunks.
     """
     params = request.query_params
     start, end = _range(params)
     one_type = bool(params.get("user_type"))
     types = [choice_param(params, "user_type", choices=user_types())] if one_type else user_types()
+    if _wants_csv(request):
+        return csv_response(
+            _every_active(user_types=types, start=start, end=end),
+            header=["user_type", "user_id"],
+            filename=f"active-{start}-{end}.csv",
+        )
     page = page_param(params)
     count, rows = active_page(
         user_types=types, start=start, end=end, offset=(page - 1) * ACTIVE_PAGE_SIZE, limit=ACTIVE_PAGE_SIZE
@@ -107,6 +234,26 @@ def _page_link(request: Request, page: int) -> str:
     return remove_query_param(url, "page") if page == 1 else replace_query_param(url, "page", page)
 
 
+@extend_schema(
+    summary="DAU, WAU and MAU of one user type",
+    parameters=[
+        OpenApiParameter("user_type", str, required=True, description="client or office."),
+        OpenApiParameter("date", dt.date, description="The day (YYYY-MM-DD). Default: today."),
+    ],
+    responses={
+        200: inline_serializer(
+            "ActiveCounts",
+            {
+                "user_type": serializers.CharField(),
+                "date": serializers.DateField(),
+                "dau": serializers.IntegerField(),
+                "wau": serializers.IntegerField(help_text="The 7 days ending on date."),
+                "mau": serializers.IntegerField(help_text="The 30 days ending on date."),
+            },
+        ),
+        **error_responses(400),
+    },
+)
 @api_view(["GET"])
 @permission_classes([IsAdminUser])
 def counts(request: Request) -> Response:

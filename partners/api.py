@@ -1,8 +1,11 @@
+"""The partner endpoints of /api/v1/: list, retrieve and create partners."""
+
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.exceptions import ValidationError
 
-from cpsproject.common.params import choice_param
+from cpsproject.common.params import choice_param, error_responses
 from partners.models import Partner
 from partners.permissions import (
     IsStaffOrPortal,
@@ -14,6 +17,29 @@ from partners.permissions import (
 from partners.serializers import PartnerSerializer
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="Partners visible to the caller",
+        description="Staff see every partner; a portal token its partner's subtree. Ordered by code.",
+        parameters=[
+            OpenApiParameter(
+                "parent", str, description="Children of this partner code; empty: top partners."
+            ),
+            OpenApiParameter("level", int, enum=[1, 2, 3], description="Only partners at this level."),
+        ],
+        responses={200: PartnerSerializer(many=True), **error_responses(400, 404)},
+    ),
+    retrieve=extend_schema(
+        summary="One partner",
+        parameters=[OpenApiParameter("code", str, OpenApiParameter.PATH, description="The partner code.")],
+        responses={200: PartnerSerializer, **error_responses(404)},
+    ),
+    create=extend_schema(
+        summary="Create a partner (staff with partners.add_partner)",
+        description="400 for a fourth level, a cycle or a duplicate code; 403 for a portal token, whatever it sends.",
+        responses={201: PartnerSerializer, **error_responses(400)},
+    ),
+)
 class PartnerViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):

@@ -3,8 +3,9 @@
 Checking a Basic-auth password costs about 0.3 s of CPU (PBKDF2), so wrong passwords are the cheapest way to
 saturate the web servers. Every request that fails to authenticate (wrong credentials, or none on an endpoint
 that needs them) is counted per client address; once an address is over the ``auth_failure`` rate, its
-requests get 429 before any credential is checked. Authenticated users are limited by the ``user`` rate;
-the ``anon`` rate limits anonymous requests to endpoints open to them (none today: every endpoint needs
+requests get 429 before any credential is checked. Each partner portal token is limited by the ``portal``
+rate (a portal user holds one token), other authenticated users (staff) by the ``user`` rate; the ``anon``
+rate limits anonymous requests to endpoints open to them (none today: every endpoint needs
 credentials, so an anonymous request is refused, and counted as a failed authentication, before DRF's
 throttles run).
 
@@ -16,12 +17,16 @@ product's key prefix (``cpsproject.common.redis_keys``), so each test, which has
 import logging
 
 from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Throttled
+from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated, Throttled
+from rest_framework.renderers import JSONRenderer
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
 from cpsproject.common import redis_keys
+from partners.permissions import portal_partner
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +53,31 @@ class AnonThrottle(_RatesFromSettings, AnonRateThrottle):
 
 
 class UserThrottle(_RatesFromSettings, UserRateThrottle):
-    """Requests of one authenticated user, or of one address without credentials (``user`` rate)."""
+    """Requests of one authenticated user but a portal, or of one address without credentials (``user`` rate)."""
 
     def get_cache_key(self, request, view) -> str | None:
         authenticated = request.user and request.user.is_authenticated
+        if authenticated and portal_partner(request.user):
+            return None  # the portal throttle's
         return redis_keys.throttle(
             self.scope, str(request.user.pk) if authenticated else self.get_ident(request)
         )
+
+
+class PortalThrottle(_RatesFromSettings, UserRateThrottle):
+    """Requests made with one partner portal's token (``portal`` rate); staff are left to ``UserThrottle``.
+
+    Keyed by the portal user, who holds exactly one token, rather than by the token itself: a secret has no
+    place in a Redis key name.
+    """
+
+    scope = "portal"
+
+    def get_cache_key(self, request, view) -> str | None:
+        user = request.user
+        if not (user and user.is_authenticated and portal_partner(user)):
+            return None
+        return redis_keys.throttle(self.scope, str(user.pk))
 
 
 class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
@@ -103,11 +126,63 @@ class FailedAuthenticationGate(BaseAuthentication):
         return None
 
 
+# --- Error bodies ------------------------------------------------------------------------------------------
+
+
+def _error_code(exc: Exception) -> str:
+    if isinstance(exc, Http404):
+        return "not_found"
+    if isinstance(exc, DjangoPermissionDenied):
+        return "permission_denied"
+    return exc.default_code if isinstance(exc, APIException) else "error"
+
+
+def _messages(value) -> list[str]:
+    """Every message in a DRF error detail (a string, a list, or a dict of them), in order."""
+    if isinstance(value, dict):
+        return [m for v in value.values() for m in _messages(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in _messages(v)]
+    return [str(value)]
+
+
+def error_body(exc: Exception, data) -> dict:
+    """One shape for every error: ``{"error": code, "detail": sentence, <parameter>: [messages], …}``.
+
+    ``error`` is DRF's code (``invalid``, ``parse_error``, ``not_authenticated``, ``permission_denied``,
+    ``not_found``, ``throttled`` …) and ``detail`` one readable sentence. An error about parameters or body
+    fields also lists the messages under each one's name, as DRF does, so a client can tell which to fix.
+    """
+    fields = {}
+    if isinstance(data, dict):
+        fields = {name: value for name, value in data.items() if name != "detail"}
+        detail = str(data["detail"]) if "detail" in data else ""
+    else:
+        fields, detail = ({"non_field_errors": data} if data else {}), ""
+    if not detail:
+        first_name, first = next(iter(fields.items()), ("", ["Error."]))
+        message = _messages(first)[0] if _messages(first) else "Error."
+        named = not first_name or first_name == "non_field_errors" or message.startswith(first_name)
+        detail = message if named else f"{first_name}: {message}"
+    return {"error": _error_code(exc), "detail": detail, **fields}
+
+
 def exception_handler(exc, context):
-    """DRF's handler; a request that failed to authenticate is counted against its address first."""
+    """DRF's handler with one error shape (``error_body``); failed authentications count against the address.
+
+    Errors are JSON whatever format the request asked for: a CSV client still gets a readable error.
+    """
     # Imported here: rest_framework.views imports this module (the authentication and throttle classes).
     from rest_framework.views import exception_handler as drf_exception_handler
 
+    request = context["request"]
     if isinstance(exc, NotAuthenticated | AuthenticationFailed):
-        AuthFailureThrottle().record_failure(context["request"])
-    return drf_exception_handler(exc, context)
+        AuthFailureThrottle().record_failure(request)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    response.data = error_body(exc, response.data)
+    renderer = getattr(request, "accepted_renderer", None)
+    if renderer is not None and not isinstance(renderer, JSONRenderer) and renderer.format != "api":
+        request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+    return response

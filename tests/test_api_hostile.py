@@ -102,9 +102,11 @@ def test_a_portal_token_on_its_own_partner_gets_the_same_400(portal, url, param)
 
 def test_a_page_number_that_is_no_page_is_named(staff):
     junk = staff.get(API + "partners/?page=x")
-    assert (junk.status_code, list(junk.json())) == (400, ["page"])
+    assert (junk.status_code, sorted(junk.json())) == (400, ["detail", "error", "page"])
+    assert junk.json()["error"] == "invalid"
     past = staff.get(API + "partners/?page=2")
-    assert (past.status_code, list(past.json())) == (404, ["page"])
+    assert (past.status_code, sorted(past.json())) == (404, ["detail", "error", "page"])
+    assert past.json()["error"] == "not_found"
     assert staff.get(API + "partners/?page=last").json()["count"] == 5
 
 

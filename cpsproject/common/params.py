@@ -10,11 +10,15 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import parsers
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.settings import api_settings
 
-from cpsproject.common.timeutil import business_tz
+from cpsproject.common.timeutil import business_tz, day_bounds
 
 EARLIEST = dt.date(2000, 1, 1)
 LATEST = dt.date(2100, 12, 31)
@@ -70,16 +74,39 @@ def date_param(params: Mapping, name: str, *, default: dt.date | None = None) ->
     return _bounded(name, day)
 
 
-def date_range_params(
-    params: Mapping, *, default_start: dt.date, default_end: dt.date, max_days: int = 366
-) -> tuple[dt.date, dt.date]:
-    """``?start=&end=`` (inclusive), at most ``max_days`` long."""
-    start = date_param(params, "start", default=default_start)
-    end = date_param(params, "end", default=default_end)
+def max_range_days() -> int:
+    """The most days a ``start``..``end`` range may cover (``CPS_API_MAX_RANGE_DAYS``), on every endpoint."""
+    return getattr(settings, "CPS_API_MAX_RANGE_DAYS", 366)
+
+
+def _check_range(start: object, end: object, days: float, max_days: int) -> None:
     if end < start:
         raise ValidationError({"end": "end must not be before start."})
-    if (end - start).days >= max_days:
-        raise ValidationError({"end": f"end may be at most {max_days - 1} days after start."})
+    if days > max_days:
+        raise ValidationError({"end": f"start..end may cover at most {max_days} days."})
+
+
+def date_range_params(
+    params: Mapping, *, default_start: dt.date, default_end: dt.date, max_days: int | None = None
+) -> tuple[dt.date, dt.date]:
+    """``?start=&end=``: whole days, both inclusive, at most ``max_days`` (default the setting) days."""
+    start = date_param(params, "start", default=default_start)
+    end = date_param(params, "end", default=default_end)
+    _check_range(start, end, (end - start).days + 1, max_days or max_range_days())
+    return start, end
+
+
+def moment_range_params(
+    params: Mapping, *, default_end: dt.datetime, default_span: dt.timedelta, max_days: int | None = None
+) -> tuple[dt.datetime, dt.datetime]:
+    """``?start=&end=`` as moments, both inclusive: a datetime is that instant, a date its whole business day.
+
+    ``start=D`` is D's first instant and ``end=D`` its last, so ``start=D&end=D`` covers the day D, as on
+    the endpoints that take dates only. Without ``start`` the range is ``default_span`` long.
+    """
+    end = moment_param(params, "end", default=default_end, end_of_day=True)
+    start = moment_param(params, "start", default=end - default_span)
+    _check_range(start, end, (end - start) / dt.timedelta(days=1), max_days or max_range_days())
     return start, end
 
 
@@ -131,6 +158,25 @@ def choice_param(params: Mapping, name: str, *, choices: Sequence[str], default:
     return value
 
 
+def moment_param(
+    params: Mapping, name: str, *, default: dt.datetime, end_of_day: bool = False
+) -> dt.datetime:
+    """An ISO-8601 datetime as that instant, or an ISO-8601 date as its first (its last: ``end_of_day``) instant.
+
+    A date is whatever ``date.fromisoformat`` takes (``2026-11-21``, ``20261121``, ``2026-W47-6``): the
+    business day it names. A datetime without an offset is business time.
+    """
+    raw = _raw(params, name)
+    if raw is None:
+        return default
+    try:
+        day = dt.date.fromisoformat(raw)
+    except ValueError:
+        return datetime_param(params, name, default=default)
+    first, following = day_bounds(_bounded(name, day))
+    return following - dt.timedelta(microseconds=1) if end_of_day else first
+
+
 def datetime_param(params: Mapping, name: str, *, default: dt.datetime) -> dt.datetime:
     """An ISO-8601 date or datetime from ``EARLIEST`` to ``LATEST``; without an offset it is business time."""
     raw = _raw(params, name)
@@ -173,3 +219,50 @@ class Pagination(PageNumberPagination):
             return super().paginate_queryset(queryset, request, view)
         except NotFound as exc:
             raise NotFound({self.page_query_param: [str(exc.detail)]}) from exc
+
+
+class FormatNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation; a ``?format=`` the view cannot render is a 400 naming ``format`` (DRF: a bare 404)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        name = api_settings.URL_FORMAT_OVERRIDE
+        if name and not format_suffix:
+            choice_param(
+                request.query_params, name, choices=[r.format for r in renderers], default=renderers[0].format
+            )
+        return super().select_renderer(request, renderers, format_suffix)
+
+
+# --- The schema of what these parsers accept and refuse (drf-spectacular) -------------------------------
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "description": (
+        "Every error has this shape. A 400 about parameters or body fields also lists each one's messages "
+        "under its name."
+    ),
+    "properties": {
+        "error": {
+            "type": "string",
+            "description": "invalid, parse_error, not_authenticated, authentication_failed, permission_denied, "
+            "not_found, method_not_allowed, throttled",
+        },
+        "detail": {"type": "string", "description": "One readable sentence."},
+    },
+    "required": ["error", "detail"],
+    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+}
+_ERROR_TEXT = {
+    400: "A parameter or body field is refused; its name is a key of the body.",
+    403: "No credentials, wrong credentials, or not allowed to do this.",
+    404: "No such object, or not visible to this token.",
+    429: "Too many requests: wait the Retry-After seconds.",
+}
+
+
+def error_responses(*statuses: int) -> dict:
+    """The documented error responses for ``statuses`` (403 and 429 are always possible); errors are JSON."""
+    return {
+        (status, "application/json"): OpenApiResponse(response=ERROR_SCHEMA, description=_ERROR_TEXT[status])
+        for status in sorted({*statuses, 403, 429})
+    }

@@ -1,21 +1,145 @@
-import datetime as dt
+"""The stats endpoints of /api/v1/: partner days, 5-minute buckets, rankings and time series.
 
+Each reads the clock once per request and parses its parameters with ``cpsproject.common.params`` (a 400
+naming the parameter). Each answers JSON, or with ``?format=csv`` a streamed CSV of the same rows.
+"""
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+
+from django.http import HttpResponseBase
 from django.utils import timezone
-from rest_framework.decorators import api_view
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
-from cpsproject.common.params import choice_param, date_param, date_range_params, datetime_param, int_param
-from cpsproject.common.timeutil import local_day
+from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.params import (
+    choice_param,
+    date_param,
+    date_range_params,
+    error_responses,
+    int_param,
+    moment_range_params,
+)
+from cpsproject.common.timeutil import epoch, floor_local, local_day
 from partners.permissions import get_visible_partner, visible_partners
 from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, precisions, read_series
 from stats.read.selectors import partner_bucket_series, partner_days
 
+RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
 
+
+def _answer(
+    request: Request, data: object, *, rows: Iterable[Sequence[object]], header: Sequence[str], filename: str
+) -> Response | HttpResponseBase:
+    """``data`` as JSON, or ``rows`` as a streamed CSV when the request asked for ``format=csv``."""
+    if getattr(request.accepted_renderer, "format", None) == CSVRenderer.format:
+        return csv_response(rows, header=header, filename=filename)
+    return Response(data)
+
+
+# --- Documentation: parameters and bodies as the schema shows them ---------------------------------------
+
+_DATE_RANGE = [
+    OpenApiParameter(
+        "start",
+        dt.date,
+        description="First day, inclusive (YYYY-MM-DD, business time zone). Default: six days before end.",
+    ),
+    OpenApiParameter(
+        "end",
+        dt.date,
+        description="Last day, inclusive. Default: today. The range may cover at most CPS_API_MAX_RANGE_DAYS "
+        "days (366).",
+    ),
+]
+_DAY_FIELDS = (
+    "PartnerDay",
+    {
+        "date": serializers.DateField(),
+        "pv": serializers.IntegerField(help_text="PV of the partner's whole subtree."),
+        "uv": serializers.IntegerField(help_text="Distinct users across the subtree."),
+        "pv_self": serializers.IntegerField(help_text="The partner's own PV."),
+        "uv_self": serializers.IntegerField(help_text="The partner's own distinct users."),
+        "reconciled": serializers.BooleanField(help_text="True once the nightly exact recount ran: final."),
+    },
+)
+_STATS = inline_serializer(
+    "PartnerStats",
+    {
+        "partner": serializers.CharField(),
+        "days": inline_serializer(*_DAY_FIELDS, many=True),
+        "total_pv": serializers.IntegerField(),
+    },
+)
+_BUCKET = inline_serializer(
+    "Bucket",
+    {
+        "start": serializers.DateTimeField(),
+        "pv": serializers.IntegerField(),
+        "pv_self": serializers.IntegerField(),
+    },
+    many=True,
+)
+_RANK = inline_serializer(
+    "Rank",
+    {
+        "rank": serializers.IntegerField(),
+        "partner": serializers.CharField(),
+        "pv": serializers.IntegerField(),
+    },
+    many=True,
+)
+_SAMPLE = inline_serializer(
+    "Sample", {"ts": serializers.DateTimeField(), "count": serializers.IntegerField()}, many=True
+)
+
+STATS_HEADER = ["partner", "date", "pv", "uv", "pv_self", "uv_self", "reconciled"]
+BUCKETS_HEADER = ["start", "pv", "pv_self"]
+RANKINGS_HEADER = ["rank", "partner", "pv"]
+SERIES_HEADER = ["ts", "count"]
+
+
+@extend_schema(
+    summary="Daily PV and UV of one partner",
+    description="One entry per day from start to end; unflushed Redis counts included, reconciled days final.",
+    parameters=[*_DATE_RANGE, csv_format_parameter()],
+    responses={
+        (200, "application/json"): _STATS,
+        (200, "text/csv"): csv_response_doc(STATS_HEADER),
+        **error_responses(400, 404),
+    },
+    examples=[
+        OpenApiExample(
+            "One day",
+            value={
+                "partner": "P001",
+                "days": [
+                    {
+                        "date": "2026-11-21",
+                        "pv": 120,
+                        "uv": 80,
+                        "pv_self": 20,
+                        "uv_self": 15,
+                        "reconciled": True,
+                    }
+                ],
+                "total_pv": 120,
+            },
+            response_only=True,
+            media_type="application/json",
+        )
+    ],
+)
 @api_view(["GET"])
-def partner_stats(request: Request, code: str) -> Response:
+@renderer_classes(RENDERERS)
+def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     """Days of PV/UV (subtree and own) for one partner; reconciled days are final."""
     partner = get_visible_partner(request.user, code)
     now = timezone.now()  # one clock reading per request
@@ -24,41 +148,84 @@ def partner_stats(request: Request, code: str) -> Response:
         request.query_params, default_start=today - dt.timedelta(days=6), default_end=today
     )
     days = partner_days(partner=partner, start=start, end=end, now=now)
-    return Response(
-        {
-            "partner": partner.code,
-            "days": [
-                {
-                    "date": d.date.isoformat(),
-                    "pv": d.pv,
-                    "uv": d.uv,
-                    "pv_self": d.pv_self,
-                    "uv_self": d.uv_self,
-                    "reconciled": d.reconciled,
-                }
-                for d in days
-            ],
-            "total_pv": sum(d.pv for d in days),
-        }
+    body = {
+        "partner": partner.code,
+        "days": [
+            {
+                "date": d.date.isoformat(),
+                "pv": d.pv,
+                "uv": d.uv,
+                "pv_self": d.pv_self,
+                "uv_self": d.uv_self,
+                "reconciled": d.reconciled,
+            }
+            for d in days
+        ],
+        "total_pv": sum(d.pv for d in days),
+    }
+    rows = ([partner.code, *(day[k] for k in STATS_HEADER[1:])] for day in body["days"])
+    return _answer(
+        request, body, rows=rows, header=STATS_HEADER, filename=f"{partner.code}-{start}-{end}.csv"
     )
 
 
+@extend_schema(
+    summary="The 5-minute PV buckets of one partner-day",
+    description="288 buckets from 00:00 to 23:55 (business time), zero-filled.",
+    parameters=[
+        OpenApiParameter(
+            "date", dt.date, description="The day (YYYY-MM-DD, business time zone). Default: today."
+        ),
+        csv_format_parameter(),
+    ],
+    responses={
+        (200, "application/json"): _BUCKET,
+        (200, "text/csv"): csv_response_doc(BUCKETS_HEADER),
+        **error_responses(400, 404),
+    },
+)
 @api_view(["GET"])
-def partner_buckets(request: Request, code: str) -> Response:
+@renderer_classes(RENDERERS)
+def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
     """The 5-minute PV series of one partner-day, zero-filled."""
     partner = get_visible_partner(request.user, code)
     now = timezone.now()
     day = date_param(request.query_params, "date", default=local_day(now))
-    return Response(
-        [
-            {"start": start.isoformat(), "pv": pv, "pv_self": pv_self}
-            for start, pv, pv_self in partner_bucket_series(partner=partner, day=day, now=now)
-        ]
+    body = [
+        {"start": start.isoformat(), "pv": pv, "pv_self": pv_self}
+        for start, pv, pv_self in partner_bucket_series(partner=partner, day=day, now=now)
+    ]
+    rows = ([b["start"], b["pv"], b["pv_self"]] for b in body)
+    return _answer(
+        request, body, rows=rows, header=BUCKETS_HEADER, filename=f"{partner.code}-{day}-buckets.csv"
     )
 
 
+@extend_schema(
+    summary="Top partners by PV over a sliding window",
+    description="Staff see every partner; a portal token sees its own subtree ranked.",
+    parameters=[
+        OpenApiParameter(
+            "window", str, enum=["1h", "24h", "7d"], description="The sliding window. Default 24h."
+        ),
+        OpenApiParameter("limit", int, description="How many partners, 1 to 1000. Default 10."),
+        OpenApiParameter(
+            "scope",
+            str,
+            enum=["tree", "self"],
+            description="tree (default): a partner's whole subtree PV; self: its own PV only.",
+        ),
+        csv_format_parameter(),
+    ],
+    responses={
+        (200, "application/json"): _RANK,
+        (200, "text/csv"): csv_response_doc(RANKINGS_HEADER),
+        **error_responses(400),
+    },
+)
 @api_view(["GET"])
-def partner_rankings(request: Request) -> Response:
+@renderer_classes(RENDERERS)
+def partner_rankings(request: Request) -> Response | HttpResponseBase:
     """Top partners by PV over a sliding window; a portal token sees its own subtree ranked."""
     params = request.query_params
     window = choice_param(params, "window", choices=list(windows()), default="24h")
@@ -68,25 +235,84 @@ def partner_rankings(request: Request) -> Response:
     if not request.user.is_staff:
         among = set(visible_partners(request.user).values_list("code", flat=True))
     ranked = top_partners(window=window, scope=scope, limit=limit, among=among, now=timezone.now())
-    return Response([{"rank": r.rank, "partner": r.partner, "pv": r.pv} for r in ranked])
+    body = [{"rank": r.rank, "partner": r.partner, "pv": r.pv} for r in ranked]
+    rows = ([r["rank"], r["partner"], r["pv"]] for r in body)
+    return _answer(
+        request, body, rows=rows, header=RANKINGS_HEADER, filename=f"rankings-{window}-{scope}.csv"
+    )
 
 
+@extend_schema(
+    summary="PV counts at one precision",
+    description=(
+        "Zero-filled samples from the one holding start to the one holding end. A date means its whole "
+        "business day: `start=D&end=D` at precision 60 is the 1,440 minutes of D. A datetime is that instant "
+        f"(no offset: business time). At most {MAX_POINTS} samples: a longer range is a 400 naming start."
+    ),
+    parameters=[
+        OpenApiParameter(
+            "precision",
+            int,
+            enum=[1, 5, 60, 300, 3600, 18000, 86400],
+            description="Sample length in seconds. Default 60.",
+        ),
+        OpenApiParameter(
+            "partner",
+            str,
+            description="A partner code: its subtree's PV. Without it (staff only): every human PV of the site.",
+        ),
+        OpenApiParameter(
+            "start",
+            str,
+            description="A date (its first instant) or an ISO-8601 datetime. Default: 59 samples before end.",
+        ),
+        OpenApiParameter(
+            "end", str, description="A date (its last instant) or an ISO-8601 datetime. Default: now."
+        ),
+        csv_format_parameter(),
+    ],
+    responses={
+        (200, "application/json"): _SAMPLE,
+        (200, "text/csv"): csv_response_doc(SERIES_HEADER),
+        **error_responses(400, 404),
+    },
+    examples=[
+        OpenApiExample(
+            "A minute",
+            value={"ts": "2026-11-21T08:01:00+08:00", "count": 3},
+            response_only=True,
+            media_type="application/json",
+        )
+    ],
+)
 @api_view(["GET"])
-def series(request: Request) -> Response:
+@renderer_classes(RENDERERS)
+def series(request: Request) -> Response | HttpResponseBase:
     """Zero-filled counts at one precision for the site (human PV) or one partner's subtree."""
     params = request.query_params
-    precision = int(choice_param(params, "precision", choices=[str(p) for p in precisions()], default="60"))
+    known = [str(p) for p in precisions()]
+    precision = int(choice_param(params, "precision", choices=known, default="60"))
     if params.get("partner"):
-        counter = partner_counter(get_visible_partner(request.user, params["partner"]).code)
+        code = get_visible_partner(request.user, params["partner"]).code
+        counter = partner_counter(code)
     elif request.user.is_staff:
-        counter = ALL_TRAFFIC
+        code, counter = ALL_TRAFFIC, ALL_TRAFFIC
     else:
         raise ValidationError({"partner": "partner is required with a portal token."})
-    end = datetime_param(params, "end", default=timezone.now())
-    start = datetime_param(params, "start", default=end - dt.timedelta(seconds=precision * 59))
-    if end < start:
-        raise ValidationError({"end": "end must not be before start."})
-    if (end - start).total_seconds() / precision >= MAX_POINTS:
-        raise ValidationError({"start": f"the range holds more than {MAX_POINTS} samples at this precision."})
+    start, end = moment_range_params(
+        params,
+        default_end=timezone.now(),
+        default_span=dt.timedelta(seconds=precision * 59),
+    )
+    samples = (epoch(floor_local(end, precision)) - epoch(floor_local(start, precision))) // precision + 1
+    if samples > MAX_POINTS:
+        raise ValidationError(
+            {
+                "start": f"start..end holds {samples} samples at precision {precision}, more than {MAX_POINTS}: "
+                "shorten the range or choose a coarser precision."
+            }
+        )
     points = read_series(counter=counter, precision=precision, start=start, end=end)
-    return Response([{"ts": ts.isoformat(), "count": count} for ts, count in points])
+    body = [{"ts": ts.isoformat(), "count": count} for ts, count in points]
+    rows = ([p["ts"], p["count"]] for p in body)
+    return _answer(request, body, rows=rows, header=SERIES_HEADER, filename=f"series-{code}-{precision}.csv")
