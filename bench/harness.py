@@ -265,6 +265,8 @@ class Environment:
             "CPS_REDIS_PREFIX": self.prefix("main"),
             "CPS_KAFKA_SESSION_TIMEOUT_MS": str(KAFKA_SESSION_TIMEOUT_MS),
             "DEBUG": "0",
+            # The product refuses to start without a key outside the demo; benchmarks need no real one.
+            "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-insecure-key",
             "LOG_LEVEL": "WARNING",
             "DJANGO_SETTINGS_MODULE": "cpsproject.settings",
             "PYTHONUNBUFFERED": "1",

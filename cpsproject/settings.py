@@ -37,7 +37,7 @@ CPS_DEMO = env_bool("CPS_DEMO", False)
 DEBUG = env_bool("DEBUG", CPS_DEMO)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
-    if False:
+    if not DEBUG and not CPS_DEMO:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(
@@ -53,7 +53,7 @@ SECURE_SSL_REDIRECT = CPS_HTTPS
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = CPS_HTTPS
 SECURE_HSTS_SECONDS = env_int("CPS_HSTS_SECONDS", 365 * 86400 if CPS_HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CPS_HSTS_INCLUDE_SUBDOMAINS", CPS_HTTPS)
-SECURE_HSTS_PRELOAD = False
+SECURE_HSTS_PRELOAD = env_bool("CPS_HSTS_PRELOAD", CPS_HTTPS)
 # Behind a TLS-terminating proxy (nginx) that sets e.g. X-Forwarded-Proto: the request is HTTPS when the
 # header says "https". Set it only when the proxy overwrites the header, or a client could forge it.
 if proxy_ssl_header := os.environ.get("CPS_PROXY_SSL_HEADER", ""):

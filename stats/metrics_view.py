@@ -1,0 +1,119 @@
+"""``/metrics``: the pipeline's figures in the Prometheus text format, for staff or the metrics token.
+
+The consumer, the django-q2 workers and the web server are separate processes, so the collector keeps no
+counters of its own: each scrape reads the durable state that ``stats.read.pipeline_status`` reads (Redis
+hashes the consumer and the jobs write, Kafka end offsets, SQL).
+"""
+
+import hmac
+import logging
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from cpsproject.common import jobruns
+from cpsproject.common.timeutil import epoch
+from stats.pipeline import metrics
+from stats.read import pipeline_status
+
+logger = logging.getLogger(__name__)
+
+
+class PipelineCollector:
+    """A prometheus-client collector that reads the pipeline's durable state at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        counted = metrics.counted_events()
+        total = CounterMetricFamily("cps_events_counted", "Events counted by the consumers.")
+        total.add_metric([], sum(counted.values()))
+        yield total
+        by_source = CounterMetricFamily(
+            "cps_events_counted_by_source",
+            "Events counted by the consumers, by event type and source (Kafka topic or replay file).",
+            labels=["type", "source"],
+        )
+        for (event_type, source), n in sorted(counted.items()):
+            by_source.add_metric([event_type, source], n)
+        yield by_source
+
+        dead = CounterMetricFamily(
+            "cps_dead_letters",
+            "Events the consumers set aside as dead letters, by reason.",
+            labels=["reason"],
+        )
+        for reason, n in pipeline_status.dead_letters_counted().items():
+            dead.add_metric([reason], n)
+        yield dead
+
+        histogram = metrics.batch_histogram()
+        yield HistogramMetricFamily(
+            "cps_batch_duration_seconds",
+            "Time the consumer took to process one polled batch.",
+            buckets=histogram.buckets,
+            sum_value=histogram.sum,
+        )
+
+        lag = GaugeMetricFamily(
+            "cps_consumer_lag",
+            "Messages of a Kafka partition not counted yet (end offset minus the offset stored in Redis).",
+            labels=["topic", "partition"],
+        )
+        up = GaugeMetricFamily("cps_kafka_up", "1 if Kafka answered the end-offset request of this scrape.")
+        try:
+            for row in pipeline_status.read_consumer_lag():
+                lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
+            up.add_metric([], 1)
+        except pipeline_status.KafkaUnavailable as exc:
+            logger.warning("metrics: consumer lag unknown: %s", exc)
+            up.add_metric([], 0)
+        yield lag
+        yield up
+
+        runs = jobruns.all_runs()
+        last_success = GaugeMetricFamily(
+            "cps_job_last_success_timestamp_seconds",
+            "When a job (flush, reconcile, sync_logins, purge) last succeeded, Unix time.",
+            labels=["job"],
+        )
+        duration = GaugeMetricFamily(
+            "cps_job_last_duration_seconds", "How long a job's last successful run took.", labels=["job"]
+        )
+        for name, (when, seconds) in sorted(runs.items()):
+            last_success.add_metric([name], epoch(when))
+            if seconds is not None:
+                duration.add_metric([name], seconds)
+        yield last_success
+        yield duration
+
+        yield GaugeMetricFamily(
+            "cps_pending_flush_keys",
+            "PV bucket and UV keys in Redis waiting for a flush.",
+            value=pipeline_status.pending_flush_keys(),
+        )
+
+
+def _allowed(request: HttpRequest) -> bool:
+    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+        return True
+    token = settings.CPS_METRICS_TOKEN
+    scheme, _sep, sent = request.headers.get("Authorization", "").partition(" ")
+    # compare_digest: a wrong token takes as long to refuse as an almost right one.
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(sent.strip(), token)
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Render the pipeline's metrics for staff (session) or ``Authorization: Bearer <CPS_METRICS_TOKEN>``."""
+    if not _allowed(request):
+        return HttpResponseForbidden(
+            _("Metrics need a staff login or the metrics token (Authorization: Bearer …)."),
+            content_type="text/plain; charset=utf-8",
+        )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PipelineCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
