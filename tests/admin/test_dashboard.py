@@ -1,0 +1,105 @@
+"""The dashboard (the admin index) and the partner page show the numbers the inputs imply."""
+
+import re
+
+import pytest
+
+from tests.admin.conftest import CLOCK
+
+pytestmark = [pytest.mark.django_db, pytest.mark.time_machine(CLOCK, tick=False)]
+
+
+def text_of(html: str, element_id: str) -> str:
+    match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html)
+    assert match, f"no element #{element_id}"
+    return match.group(1).strip()
+
+
+def day_row(html: str, table_id: str, day: str) -> list[str]:
+    """The texts of the cells of the row of ``day`` in table ``table_id``."""
+    table = html[html.index(f'id="{table_id}"') :]
+    row = table[table.index(f'data-date="{day}"') :]
+    row = row[: row.index("</tr>")]
+    return [
+        re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)
+    ]
+
+
+def test_admin_index_is_the_dashboard_with_todays_unflushed_traffic(boss, two_days):
+    html = boss.get("/admin/").content.decode()
+    assert "Statistics dashboard" in html
+    # This morning is only in Redis: A1's two views and one with no partner; users u1 and u5.
+    assert text_of(html, "today-pv") == "3"
+    assert text_of(html, "today-uv") == "2"
+    # Yesterday: A's subtree 6 + B 1 + no partner 2; users u1 u2 u3 u4 u9 (a union, not 4 + 1 + 1).
+    assert day_row(html, "days-table", "2026-11-21")[1:3] == ["9", "5"]
+    assert text_of(html, "range-pv") == "12"
+    assert text_of(html, "minute-total") == "3"
+    # The model list is still on the index page.
+    assert "/admin/stats/dailystat/" in html and "/admin/partners/partner/" in html
+
+
+def test_dashboard_for_one_partner_shows_its_subtree_and_the_range_uv_as_a_union(boss, two_days):
+    html = boss.get("/admin/", {"partner": "A", "start": "2026-11-16", "end": "2026-11-22"}).content.decode()
+    assert text_of(html, "today-pv") == "2"
+    assert text_of(html, "today-uv") == "2"
+    assert text_of(html, "range-pv") == "8"
+    # u1..u5 over the two days: 5, where adding the days' UVs would say 4 + 2 = 6.
+    assert text_of(html, "range-uv") == "5"
+    assert day_row(html, "days-table", "2026-11-21")[1:4] == ["6", "4", "✓"]
+    own = boss.get("/admin/", {"partner": "A1", "scope": "self"}).content.decode()
+    assert day_row(own, "days-table", "2026-11-21")[1:3] == ["4", "3"]
+
+
+def test_dashboard_ranks_partners_over_each_window(boss, two_days):
+    html = boss.get("/admin/").content.decode()
+    board = html[html.index('id="top-24h"') : html.index('id="top-7d"')]
+    rows = re.findall(r"<td>(\d+)</td><td><a [^>]*>([^<]+)</a>.*?<td class=\"pv\">(\d+)</td>", board, re.S)
+    assert rows == [("1", "A", "8"), ("2", "A1", "8"), ("3", "A1a", "2"), ("4", "B", "1")]
+    last_hour = html[html.index('id="top-1h"') : html.index('id="top-24h"')]
+    assert re.findall(r'<td class="pv">(\d+)</td>', last_hour) == ["2", "2"]
+
+
+def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
+    response = boss.get("/admin/", {"start": "2026-02-30", "partner": "NOPE", "scope": "x"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "The date range was not understood" in html
+    assert "No partner has the code NOPE" in html
+    assert "Scope must be" in html
+    assert text_of(html, "today-pv") == "3"  # the defaults: all traffic, the last 30 days
+    assert boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).status_code == 200
+
+
+def test_partner_page_puts_children_side_by_side_with_a_union_total(boss, two_days):
+    html = boss.get("/admin/network/A/", {"start": "2026-11-21", "end": "2026-11-22"}).content.decode()
+    # Columns: date, A pv uv pv_self uv_self, then A1 pv uv, A2 pv uv (children by code).
+    assert day_row(html, "network-table", "2026-11-21")[1:] == ["6", "4", "0", "0", "6", "4", "0", "0"]
+    assert day_row(html, "network-table", "2026-11-22")[1:] == ["2", "2", "0", "0", "2", "2", "0", "0"]
+    total = html[html.index('id="network-total"') :]
+    total = total[: total.index("</tr>")]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", total)
+    assert cells == ["8", "5", "0", "0", "8", "5", "0", "0"]
+
+
+def test_partner_page_csv_holds_the_same_table(boss, two_days):
+    response = boss.get("/admin/network/A/", {"start": "2026-11-21", "end": "2026-11-22", "format": "csv"})
+    assert response.status_code == 200 and response.streaming
+    text = b"".join(response.streaming_content).decode("utf-8-sig")
+    assert text.splitlines() == [
+        "date,PV,UV,own PV,own UV,A1 PV,A1 UV,A2 PV,A2 UV",
+        "2026-11-21,6,4,0,0,6,4,0,0",
+        "2026-11-22,2,2,0,0,2,2,0,0",
+        "total,8,5,0,0,8,5,0,0",
+    ]
+
+
+def test_partner_page_of_an_unknown_code_is_404(boss, two_days):
+    assert boss.get("/admin/network/NOPE/").status_code == 404
+
+
+def test_pages_link_to_each_other(boss, two_days):
+    assert "/admin/network/A/" in boss.get("/admin/", {"partner": "A"}).content.decode()
+    assert "/admin/network/A/" in boss.get("/admin/partners/partner/").content.decode()
+    partner_id = two_days["A"].pk
+    assert "/admin/network/A/" in boss.get(f"/admin/partners/partner/{partner_id}/change/").content.decode()
