@@ -248,7 +248,6 @@ SPECTACULAR_SETTINGS = {
     # The docs page loads Swagger UI from the sidecar's static files, never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # The failed-authentication gate authenticates nobody: the schema lists the real ways in.
     "AUTHENTICATION_WHITELIST": [

@@ -46,6 +46,9 @@ def _answer(
 
 # --- Documentation: parameters and bodies as the schema shows them ---------------------------------------
 
+_CODE = OpenApiParameter(
+    "code", str, OpenApiParameter.PATH, description="A partner code the caller may see (else 404)."
+)
 _DATE_RANGE = [
     OpenApiParameter(
         "start",
@@ -109,7 +112,7 @@ SERIES_HEADER = ["ts", "count"]
 @extend_schema(
     summary="Daily PV and UV of one partner",
     description="One entry per day from start to end; unflushed Redis counts included, reconciled days final.",
-    parameters=[*_DATE_RANGE, csv_format_parameter()],
+    parameters=[_CODE, *_DATE_RANGE, csv_format_parameter()],
     responses={
         (200, "application/json"): _STATS,
         (200, "text/csv"): csv_response_doc(STATS_HEADER),
@@ -173,6 +176,7 @@ def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     summary="The 5-minute PV buckets of one partner-day",
     description="288 buckets from 00:00 to 23:55 (business time), zero-filled.",
     parameters=[
+        _CODE,
         OpenApiParameter(
             "date", dt.date, description="The day (YYYY-MM-DD, business time zone). Default: today."
         ),
