@@ -82,3 +82,9 @@ ensure_redis() {
     --dir "$RUN" --pidfile "$RUN/redis-$port.pid" --logfile "$RUN/redis-$port.log"
   wait_port "$port" redis-server
 }
+
+ensure_chromium() {
+  # The browser test drives Debian's chromium through Playwright; Playwright never downloads a browser.
+  apt_install chromium
+  export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+}

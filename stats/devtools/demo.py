@@ -23,8 +23,11 @@ DEMO_USER = ("demo", "demo")
 DEMO_EVENTS = 50_000
 
 
-def seed_demo() -> str:
-    """Load the sample tree, the demo superuser and today's synthetic traffic when missing; return a summary."""
+def seed_demo(*, events: int = DEMO_EVENTS) -> str:
+    """Load the sample tree, the demo superuser and today's synthetic traffic when missing; return a summary.
+
+    The traffic runs from midnight until now, so the dashboard the demo opens on has a day to show.
+    """
     loaded = 0
     if not Partner.objects.exists():
         loaded = len(partners_import_csv(text=SAMPLE_PARTNERS.read_text(encoding="utf-8")))
@@ -36,7 +39,8 @@ def seed_demo() -> str:
     if not DailyStat.objects.filter(date=local_day(now)).exists():
         # The same path production takes, replayed from a file: parse, archive, Redis, then flush to SQL.
         path = settings.RUN_DIR / f"demo-events-{local_day(now):%Y%m%d}.jsonl"
-        values, _ = simulate_events(events=DEMO_EVENTS, day=local_day(now), users=8000, until=now)
+        logger.info("simulating %d events of today and consuming them", events)
+        values, _ = simulate_events(events=events, day=local_day(now), users=max(events // 6, 1), until=now)
         write_to_file(path, values)
         result = consume_file(path, batch_size=2000, stop=StopFlag())
         flush(include_open=True)

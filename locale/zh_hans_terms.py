@@ -1,0 +1,170 @@
+"""Fill the zh_Hans catalogue from this glossary: ``python locale/zh_hans_terms.py`` after ``makemessages``.
+
+Kept beside the catalogue so that a string wrapped later gets the same words for the same ideas (导流商 for
+partner, 对账 for reconcile). Entries it does not know are listed, to be added here or translated in the .po.
+"""
+
+import sys
+from pathlib import Path
+
+import polib
+
+CATALOGUE = Path(__file__).parent / "zh_Hans" / "LC_MESSAGES" / "django.po"
+
+TERMS = {
+    "user type": "用户类型",
+    "user id": "用户 ID",
+    "month": "月份",
+    "days logged in": "登录日",
+    "Login activity": "登录活跃",
+    "children": "下级导流商",
+    "parent": "上级导流商",
+    "statistics": "统计",
+    "partner page": "导流商页面",
+    "date range": "日期范围",
+    "parent partner": "上级导流商",
+    "reconciled": "已对账",
+    "Yes, exact": "是（精确值）",
+    "No, realtime": "否（实时值）",
+    "date": "日期",
+    "partner code": "导流商代码",
+    "partner name": "导流商名称",
+    "level": "层级",
+    "own PV": "自身 PV",
+    "own UV": "自身 UV",
+    "bot PV": "机器人 PV",
+    "reconciled at": "对账时间",
+    "bucket start": "时段开始",
+    "generation": "批次",
+    "flushed at": "落库时间",
+    "realtime PV": "实时 PV",
+    "exact PV": "精确 PV",
+    "realtime UV": "实时 UV",
+    "exact UV": "精确 UV",
+    "PV drift": "PV 偏差",
+    "UV drift": "UV 偏差",
+    "received at": "接收时间",
+    "reason": "原因",
+    "error": "错误",
+    "source": "来源",
+    "partition": "分区",
+    "offset": "偏移量",
+    "bytes": "字节数",
+    "payload (start)": "消息内容（开头）",
+    "payload": "消息内容",
+    "CPS partner statistics": "CPS 导流商统计",
+    "CPS statistics": "CPS 统计",
+    "Statistics dashboard": "统计看板",
+    "The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.": (
+        "无法识别日期范围（%(error)s），改为显示 %(start)s 至 %(end)s。"
+    ),
+    "Scope must be “tree” or “self”; showing the subtree.": "范围只能是“tree”或“self”，改为显示含下级的数据。",
+    "No partner has the code %(code)s; showing all traffic.": "没有代码为 %(code)s 的导流商，改为显示全部流量。",
+    "PV and UV per day": "每日 PV 与 UV",
+    "PV": "PV",
+    "UV": "UV",
+    "PV per minute, last hour": "最近一小时每分钟 PV",
+    "No partner has the code %(code)s.": "没有代码为 %(code)s 的导流商。",
+    "Partner %(code)s: %(name)s": "导流商 %(code)s：%(name)s",
+    "total": "合计",
+    "Total": "合计",
+    "Dashboard": "看板",
+    "Language": "语言",
+    "Switch": "切换",
+    "Download CSV": "下载 CSV",
+    "A user's login calendar (last 90 days)": "用户登录日历（最近 90 天）",
+    "Look up": "查询",
+    "%(days)s day(s)": "%(days)s 天",
+    "no logins": "没有登录",
+    "Daily active users, last 30 days": "最近 30 天日活跃用户",
+    "Login activity &amp; DAU": "登录活跃与日活",
+    "Statistics": "统计",
+    "Total of the %(rows)s filtered row": "筛选出的 %(rows)s 行合计",
+    "Distinct users cannot be added up across partners and days.": "去重用户数不能跨导流商或跨天相加。",
+    "Partner": "导流商",
+    "all traffic": "全部流量",
+    "From": "从",
+    "to": "至",
+    "Scope": "范围",
+    "with sub-partners": "含下级导流商",
+    "own traffic only": "仅自身流量",
+    "traffic without a partner": "无导流商的流量",
+    "Show": "显示",
+    "Partner page": "导流商页面",
+    "All traffic": "全部流量",
+    "PV today": "今日 PV",
+    "UV today": "今日 UV",
+    "PV %(start)s – %(end)s": "PV（%(start)s 至 %(end)s）",
+    "UV over the range": "区间去重 UV",
+    "Distinct users over the whole range, from the merged HyperLogLogs (±0.81%%)": (
+        "整个区间的去重用户数，由合并的 HyperLogLog 估算（±0.81%%）"
+    ),
+    "As of %(moment)s: flushed numbers plus what Redis holds.": "截至 %(moment)s：已落库数据加上 Redis 中尚未落库的数据。",
+    "Numbers per day": "每日数据",
+    "Date": "日期",
+    "Reconciled": "已对账",
+    "Top partners, last %(window)s": "导流商排行（最近 %(window)s）",
+    "No traffic in this window.": "该时间窗内没有流量。",
+    "Pipeline health": "数据管道状态",
+    "Pipeline status is not available in this installation.": "本安装中无法获取数据管道状态。",
+    "Consumer lag per partition": "各分区消费延迟",
+    "Partition": "分区",
+    "Committed offset": "已提交偏移量",
+    "End offset": "末尾偏移量",
+    "Lag": "延迟",
+    "Kafka did not answer, or no partition is assigned.": "Kafka 没有响应，或没有分配分区。",
+    "Jobs": "任务",
+    "Last flush": "最近落库",
+    "Last reconcile": "最近对账",
+    "Realtime against reconciled, last reconciled day": "实时与对账结果对比（最近对账日）",
+    "Day": "日期",
+    "No day has been reconciled yet.": "还没有对账过的日期。",
+    "Dead letters today": "今日死信",
+    "None.": "无。",
+    "Some figures could not be read; the server log says why.": "部分数据无法读取，原因见服务器日志。",
+    " By %(filter_title)s ": " 按%(filter_title)s ",
+    "Filter": "筛选",
+    "Clear": "清除",
+    "Chart on the dashboard": "在看板中查看图表",
+    "Edit partner": "编辑导流商",
+    "PV adds up; UV of a range or of several partners is the union of the daily HyperLogLogs, never a sum (±0.81%%).": (
+        "PV 可以相加；区间或多个导流商的 UV 是每日 HyperLogLog 的并集，而不是相加（±0.81%%）。"
+    ),
+    "Metrics need a staff login or the metrics token (Authorization: Bearer …).": (
+        "查看指标需要工作人员登录或指标令牌（Authorization: Bearer …）。"
+    ),
+}
+
+
+def main() -> int:
+    catalogue = polib.pofile(str(CATALOGUE))
+    catalogue.metadata.update(
+        {
+            "Language": "zh_Hans",
+            "Plural-Forms": "nplurals=1; plural=0;",
+            "Content-Type": "text/plain; charset=UTF-8",
+        }
+    )
+    catalogue.metadata_is_fuzzy = False  # msgfmt would skip a fuzzy header, and with it the charset
+    unknown = []
+    for entry in catalogue:
+        if entry.obsolete:
+            continue
+        if entry.msgid in TERMS and (not entry.translated() or "fuzzy" in entry.flags):
+            if entry.msgid_plural:
+                entry.msgstr_plural = {0: TERMS[entry.msgid]}
+            else:
+                entry.msgstr = TERMS[entry.msgid]
+        if "fuzzy" in entry.flags and entry.msgid in TERMS:
+            entry.flags.remove("fuzzy")
+            entry.previous_msgid = None
+        if not entry.translated() or "fuzzy" in entry.flags:
+            unknown.append(entry.msgid)
+    catalogue.save()
+    for msgid in unknown:
+        print(f"untranslated: {msgid!r}")
+    return 1 if unknown else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
