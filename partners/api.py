@@ -55,13 +55,15 @@ class PartnerViewSet(
     lookup_value_regex = "[^/]+"
 
     def get_queryset(self) -> QuerySet[Partner]:
-        qs = visible_partners(self.request.user).select_related("parent")
+        visible = visible_partners(self.request.user)
+        qs = visible.select_related("parent")
         params = self.request.query_params
         if "parent" in params:
             parent = params["parent"]
             if parent and not could_be_code(parent):
                 raise ValidationError({"parent": "parent must be a partner code."})
-            qs = qs.filter(parent__code=parent) if parent else qs.filter(parent=None)
+            # The parent must be visible too: ?parent=<a code above the subtree> must not confirm it exists.
+            qs = qs.filter(parent__code=parent, parent__in=visible) if parent else qs.filter(parent=None)
         if params.get("level"):
             qs = qs.filter(level=int(choice_param(params, "level", choices=["1", "2", "3"])))
         return qs.order_by("code")

@@ -8,6 +8,7 @@ write learns nothing from validation errors (which codes exist, which parents ar
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
+from django.utils.translation import gettext
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
@@ -82,9 +83,12 @@ def could_be_code(code: object) -> bool:
 
 def get_visible_partner(user, code: str) -> Partner:
     """Return the partner with ``code`` if ``user`` may see it; 404 otherwise (never reveal it exists)."""
-    if not could_be_code(code):
-        raise NotFound("No such partner.")
-    partner = visible_partners(user).select_related("parent").filter(code=code).first()
+    # One answer for a code outside the caller's subtree and for one that does not exist, byte for byte.
+    partner = (
+        visible_partners(user).select_related("parent").filter(code=code).first()
+        if could_be_code(code)
+        else None
+    )
     if partner is None:
-        raise NotFound(f"No partner {code!r}.")
+        raise NotFound(gettext("No such partner."))
     return partner

@@ -3,18 +3,32 @@ from django.db import IntegrityError
 from rest_framework import serializers
 
 from partners.models import Partner
+from partners.permissions import portal_partner
 from partners.services import partner_create
 
 
 class PartnerSerializer(serializers.ModelSerializer):
     parent = serializers.SlugRelatedField(
-        slug_field="code", queryset=Partner.objects.all(), allow_null=True, required=False
+        slug_field="code",
+        queryset=Partner.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="The parent's code; null for a top partner, and for the top of a portal token's subtree.",
     )
 
     class Meta:
         model = Partner
         fields = ["code", "name", "parent", "level", "is_active"]
         read_only_fields = ["level", "is_active"]
+
+    def to_representation(self, instance: Partner) -> dict:
+        data = super().to_representation(instance)
+        # A portal reads nothing outside its subtree, not even the code of its own partner's parent.
+        request = self.context.get("request")
+        scope = portal_partner(request.user) if request else None
+        if scope is not None and instance.pk == scope.pk:
+            data["parent"] = None
+        return data
 
     def create(self, validated_data: dict) -> Partner:
         try:
