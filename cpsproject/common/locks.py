@@ -13,7 +13,9 @@ renew the lock and raise ``LockLost`` once it is no longer ours: the job stops b
 writing beside another run.
 
 A job that leaves its ``job_lock`` block without an exception is recorded as that job's last success, with its
-duration (``cpsproject.common.jobruns``), whether django-q2 or a management command ran it.
+duration (``cpsproject.common.jobruns``), whether django-q2 or a management command ran it. A lock taken inside
+another job's lock (reconcile holds the ``flush`` lock while it writes) guards that job's write: it is not a run
+of its own and records nothing.
 
 ``run_as_task`` turns a busy lock into a logged skip for django-q2 tasks; ``command_errors`` turns a busy or a
 lost lock into a one-line ``CommandError`` for management commands.
@@ -40,6 +42,9 @@ from cpsproject.common.jobruns import record_success
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
+
+# The job locks this thread holds, outermost first: only the outermost one is a job run.
+_held = threading.local()
 
 
 class LockBusy(Exception):
@@ -132,11 +137,15 @@ def job_lock(name: str, *, seconds: float | None = None) -> Iterator[JobLock]:
     job._start()
     logger.debug("%s holds its lock %s (TTL %ss, renewed every %.1fs)", name, key, seconds, seconds / 3)
     started = time.monotonic()
+    outer = getattr(_held, "names", [])
+    _held.names = [*outer, name]
     try:
         yield job
     finally:
+        _held.names = outer
         job._finish()
-    record_success(name, duration=time.monotonic() - started)
+    if not outer:
+        record_success(name, duration=time.monotonic() - started)
 
 
 def run_as_task(fn: Callable[P, str]) -> Callable[P, str]:

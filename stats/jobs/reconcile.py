@@ -21,6 +21,7 @@ from cpsproject.common.locks import JobLock, LockBusy, job_lock
 from cpsproject.common.timeutil import local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
+from stats.jobs.retention import archive_cutoff
 from stats.keys import NO_PARTNER
 from stats.models import DailyStat, ReconcileDrift
 from stats.pipeline.archive import get_archive
@@ -59,9 +60,22 @@ def _wait_for_flush_lock(stack: ExitStack, *, wait_seconds: float) -> JobLock:
             time.sleep(0.2)
 
 
+class ReconcileRefused(Exception):
+    """The day cannot be recounted: its raw events are gone."""
+
+
 def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:
-    """Recount ``day`` exactly, write it as final, and record the realtime-versus-exact drift."""
+    """Recount ``day`` exactly, write it as final, and record the realtime-versus-exact drift.
+
+    Raise ``ReconcileRefused`` for a day past the archive retention: its raw events were purged, and a recount
+    of nothing would overwrite its exact numbers with zeros.
+    """
     now = now or timezone.now()
+    if day < (kept_from := archive_cutoff(local_day(now))):
+        raise ReconcileRefused(
+            f"cannot reconcile {day}: its raw events are past the archive retention "
+            f"(ARCHIVE_RETENTION_DAYS keeps {kept_from} on), so its numbers stay as they are"
+        )
     with job_lock("reconcile") as lock:
         counts = get_archive().count_day(day)
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))

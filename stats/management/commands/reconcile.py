@@ -3,7 +3,7 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 
 from cpsproject.common.locks import command_errors
-from stats.jobs.reconcile import default_reconcile_day, reconcile
+from stats.jobs.reconcile import ReconcileRefused, default_reconcile_day, reconcile
 
 
 class Command(BaseCommand):
@@ -18,4 +18,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
         with command_errors():
-            self.stdout.write(reconcile(day=day).summary())
+            try:
+                self.stdout.write(reconcile(day=day).summary())
+            except ReconcileRefused as exc:
+                raise CommandError(str(exc)) from exc
