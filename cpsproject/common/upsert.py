@@ -31,6 +31,8 @@ _PLAIN_TYPES = frozenset(
         "TextField",
     }
 )
+# Field types whose values repeat across the rows of one call (bucket starts, days), converted once per value.
+_REPEATED_TYPES = frozenset({"DateField", "DateTimeField"})
 
 
 def upsert_rows(model: type[models.Model], rows: Sequence[dict], *, key_fields: Sequence[str]) -> None:
@@ -69,6 +71,16 @@ def _db_value(field: models.Field) -> Callable[[Any], Any]:
     internal = field.target_field.get_internal_type() if field.is_relation else field.get_internal_type()
     if internal in _PLAIN_TYPES:
         return lambda value: value
+    if internal in _REPEATED_TYPES:
+        # A flush writes 1,000 partners' rows of each bucket start: convert each distinct value once.
+        converted: dict[Any, Any] = {}
+
+        def convert(value: Any) -> Any:
+            if value not in converted:
+                converted[value] = field.get_db_prep_save(value, connection)
+            return converted[value]
+
+        return convert
     return lambda value: field.get_db_prep_save(value, connection)
 
 

@@ -42,15 +42,26 @@ from stats.models import BucketStat, DailyStat
 logger = logging.getLogger(__name__)
 
 CHUNK = 1000
+# Buckets per compare-and-delete script call: long enough to spare round trips and argument packing, short
+# enough not to hold Redis for more than a millisecond or so.
+DELETE_CHUNK = 200
 
-_DELETE_BUCKET_IF_UNCHANGED = """
-local now = redis.call('HMGET', KEYS[1], 'self', 'tree', 'bot', 'gen')
-for i = 1, 4 do
-  if (now[i] or '') ~= ARGV[i] then return 0 end
+# KEYS = the bucket index, then buckets; ARGV = 4 expected values per bucket. One call settles a whole chunk.
+_DELETE_BUCKETS_IF_UNCHANGED = """
+local deleted = 0
+for k = 2, #KEYS do
+  local now = redis.call('HMGET', KEYS[k], 'self', 'tree', 'bot', 'gen')
+  local base, same = (k - 2) * 4, true
+  for i = 1, 4 do
+    if (now[i] or '') ~= ARGV[base + i] then same = false break end
+  end
+  if same then
+    redis.call('DEL', KEYS[k])
+    redis.call('ZREM', KEYS[1], KEYS[k])
+    deleted = deleted + 1
+  end
 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], KEYS[1])
-return 1
+return deleted
 """
 
 _DELETE_HLL_IF_UNCHANGED = """
@@ -76,6 +87,7 @@ class FlushResult:
 class BucketRead:
     key: str
     code: str
+    stamp: str  # yyyyMMddHHmm, the key's suffix
     start: dt.datetime
     values: dict[str, str]
 
@@ -103,6 +115,7 @@ def _day_settled(day: dt.date, now: dt.datetime) -> bool:
 
 def _read_buckets(client, *, max_score: float) -> list[BucketRead]:
     reads: list[BucketRead] = []
+    starts: dict[str, dt.datetime] = {}  # many partners share each bucket: parse each stamp once
     offset = 0
     while True:
         members = client.zrangebyscore(keys.pv_index(), "-inf", max_score, start=offset, num=CHUNK)
@@ -115,8 +128,10 @@ def _read_buckets(client, *, max_score: float) -> list[BucketRead]:
         for member, raw in zip(members, pipe.execute(), strict=True):
             key = member.decode()
             code, stamp = keys.parse_pv_bucket(key)
+            if stamp not in starts:
+                starts[stamp] = parse_stamp_minute(stamp)
             values = {f.decode(): v.decode() for f, v in raw.items()}
-            reads.append(BucketRead(key, code, parse_stamp_minute(stamp), values))
+            reads.append(BucketRead(key, code, stamp, starts[stamp], values))
 
 
 def _stored_hlls(reads: list[tuple[str, str, dt.date, str]]) -> dict:
@@ -248,13 +263,14 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
 def _delete_settled(
     client, buckets: list[BucketRead], hlls: list[HllRead], *, settled_stamp: int, now
 ) -> int:
-    delete_bucket = client.register_script(_DELETE_BUCKET_IF_UNCHANGED)
+    delete_buckets = client.register_script(_DELETE_BUCKETS_IF_UNCHANGED)
     delete_hll = client.register_script(_DELETE_HLL_IF_UNCHANGED)
     pipe = client.pipeline(transaction=False)
-    for b in buckets:
-        if int(stamp_minute(b.start)) <= settled_stamp:
-            expected = [b.values.get(f, "") for f in (SELF, TREE, BOT, GEN)]
-            delete_bucket(keys=[b.key, keys.pv_index()], args=expected, client=pipe)
+    settled = [b for b in buckets if int(b.stamp) <= settled_stamp]
+    for start in range(0, len(settled), DELETE_CHUNK):
+        chunk = settled[start : start + DELETE_CHUNK]
+        expected = [b.values.get(f, "") for b in chunk for f in (SELF, TREE, BOT, GEN)]
+        delete_buckets(keys=[keys.pv_index(), *(b.key for b in chunk)], args=expected, client=pipe)
     for h in hlls:
         if _day_settled(h.day, now):
             day_stamp = stamp_day(h.day)

@@ -13,6 +13,7 @@ from django_redis import get_redis_connection
 from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import local_day
 from stats import keys
+from stats.jobs import flush as flush_job
 from stats.jobs.flush import flush
 from stats.keys import NO_PARTNER
 from stats.models import BucketStat, DailyStat
@@ -101,6 +102,26 @@ def test_a_day_of_buckets_is_written_once_each_site_rows_included():
     assert BucketStat.objects.filter(partner__code="A").count() == 289
     assert BucketStat.objects.filter(partner=None).count() == 289
     assert sorted(BucketStat.objects.filter(partner=None, start=NOON).values_list("pv", flat=True)) == [1, 1]
+
+
+def test_an_increment_that_races_the_flush_stays_in_redis_for_the_next_one(monkeypatch, redis_client):
+    create_tree()
+    feed([pv_event(NOON, "B", "u1"), pv_event(NOON, "A2", "u1"), pv_event(NOON, "A1a", "u1")], now=NOON)
+    deletes = flush_job._delete_settled
+
+    def racing(*args, **kwargs):
+        feed([pv_event(NOON, "B", "u2")], now=LATER)  # after the flush read B's bucket, before its delete
+        return deletes(*args, **kwargs)
+
+    monkeypatch.setattr(flush_job, "_delete_settled", racing)
+    flush(now=LATER)
+    monkeypatch.undo()
+    assert (daily("B", DAY).pv, daily("A", DAY).pv) == (1, 2)
+    assert redis_client.exists(keys.pv_bucket("B", "202611211200")) == 1
+    assert redis_client.exists(keys.pv_bucket("A2", "202611211200")) == 0
+    flush(now=LATER)
+    assert (daily("B", DAY).pv, daily("A", DAY).pv) == (2, 2)
+    assert redis_client.exists(keys.pv_bucket("B", "202611211200")) == 0
 
 
 # --- a real `flush` process killed between its commit and its deletes ----------------------------------------
