@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class LoginlogConfig(AppConfig):
     name = "loginlog"
-    verbose_name = "User logins"
+    verbose_name = _("User logins")
 
     def ready(self) -> None:
         from loginlog.bitmaps import queue_logins

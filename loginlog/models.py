@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class LoginMonth(models.Model):
@@ -7,13 +8,15 @@ class LoginMonth(models.Model):
     ``days`` has bit ``d - 1`` set when the user logged in on day ``d`` of the month.
     """
 
-    user_type = models.CharField(max_length=32)
-    user_id = models.PositiveBigIntegerField()
-    month = models.DateField(help_text="first day of the month")
-    days = models.PositiveIntegerField(default=0)
-    synced_at = models.DateTimeField(auto_now=True)
+    user_type = models.CharField(verbose_name=_("user type"), max_length=32)
+    user_id = models.PositiveBigIntegerField(verbose_name=_("user id"))
+    month = models.DateField(verbose_name=_("month"), help_text=_("first day of the month"))
+    days = models.PositiveIntegerField(verbose_name=_("days logged in"), default=0)
+    synced_at = models.DateTimeField(verbose_name=_("synced at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("login month")
+        verbose_name_plural = _("login months")
         constraints = [
             models.UniqueConstraint(fields=["user_type", "user_id", "month"], name="loginmonth_unique"),
         ]

@@ -85,6 +85,7 @@ ensure_redis() {
 
 ensure_chromium() {
   # The browser test drives Debian's chromium through Playwright; Playwright never downloads a browser.
-  apt_install chromium
+  # A CJK font, so that the Chinese pages render as text in the screenshots rather than boxes.
+  apt_install chromium fonts-wqy-microhei
   export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 }

@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class StatsConfig(AppConfig):
     name = "stats"
-    verbose_name = "Traffic statistics"
+    verbose_name = _("Traffic statistics")
 
     def ready(self) -> None:
         from stats.counters.pageviews import queue_page_views

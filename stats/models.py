@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from partners.models import Partner
 
@@ -10,20 +11,22 @@ class RawEvent(models.Model):
     subtree is one ``GROUP BY partner_lN`` without walking the tree.
     """
 
-    event_id = models.CharField(max_length=128, primary_key=True)
-    type = models.CharField(max_length=16)
-    ts = models.DateTimeField()
-    day = models.DateField(db_index=True)
-    partner = models.CharField(max_length=64, blank=True, default="")
-    partner_l1 = models.CharField(max_length=64, blank=True, default="")
-    partner_l2 = models.CharField(max_length=64, blank=True, default="")
-    partner_l3 = models.CharField(max_length=64, blank=True, default="")
-    openid = models.CharField(max_length=128, blank=True, default="")
-    is_bot = models.BooleanField(default=False)
+    event_id = models.CharField(verbose_name=_("event id"), max_length=128, primary_key=True)
+    type = models.CharField(verbose_name=_("type"), max_length=16)
+    ts = models.DateTimeField(verbose_name=_("time"))
+    day = models.DateField(verbose_name=_("day"), db_index=True)
+    partner = models.CharField(verbose_name=_("partner code"), max_length=64, blank=True, default="")
+    partner_l1 = models.CharField(verbose_name=_("level 1 partner"), max_length=64, blank=True, default="")
+    partner_l2 = models.CharField(verbose_name=_("level 2 partner"), max_length=64, blank=True, default="")
+    partner_l3 = models.CharField(verbose_name=_("level 3 partner"), max_length=64, blank=True, default="")
+    openid = models.CharField(verbose_name=_("openid"), max_length=128, blank=True, default="")
+    is_bot = models.BooleanField(verbose_name=_("bot"), default=False)
     # The message value exactly as received: valid UTF-8 JSON text, stored without re-serialising it.
-    payload = models.TextField()
+    payload = models.TextField(verbose_name=_("payload"))
 
     class Meta:
+        verbose_name = _("raw event")
+        verbose_name_plural = _("raw events")
         indexes = [models.Index(fields=["day", "type"])]
 
     def __str__(self) -> str:
@@ -34,33 +37,37 @@ class DeadLetter(models.Model):
     """An event the consumer could not count, kept with its raw bytes and where it came from."""
 
     class Reason(models.TextChoices):
-        EMPTY = "empty", "no value (a tombstone) or an empty one"
-        TOO_LARGE = "too_large", "payload over the size limit"
-        NOT_UTF8 = "not_utf8", "not UTF-8"
-        NOT_JSON = "not_json", "not JSON"
-        NOT_OBJECT = "not_object", "JSON but not an object"
-        MISSING_FIELD = "missing_field", "a required field is missing"
-        UNKNOWN_TYPE = "unknown_type", "unknown event type"
-        BAD_FIELD = "bad_field", "a field has a bad value"
-        BAD_TS = "bad_ts", "unreadable timestamp"
-        TS_IN_FUTURE = "ts_in_future", "timestamp too far in the future"
-        TS_TOO_OLD = "ts_too_old", "timestamp older than the maximum lateness"
-        UNKNOWN_PARTNER = "unknown_partner", "unknown partner code"
-        INACTIVE_PARTNER = "inactive_partner", "inactive partner"
+        EMPTY = "empty", _("no value (a tombstone) or an empty one")
+        TOO_LARGE = "too_large", _("payload over the size limit")
+        NOT_UTF8 = "not_utf8", _("not UTF-8")
+        NOT_JSON = "not_json", _("not JSON")
+        NOT_OBJECT = "not_object", _("JSON but not an object")
+        MISSING_FIELD = "missing_field", _("a required field is missing")
+        UNKNOWN_TYPE = "unknown_type", _("unknown event type")
+        BAD_FIELD = "bad_field", _("a field has a bad value")
+        BAD_TS = "bad_ts", _("unreadable timestamp")
+        TS_IN_FUTURE = "ts_in_future", _("timestamp too far in the future")
+        TS_TOO_OLD = "ts_too_old", _("timestamp older than the maximum lateness")
+        UNKNOWN_PARTNER = "unknown_partner", _("unknown partner code")
+        INACTIVE_PARTNER = "inactive_partner", _("inactive partner")
         # Valid by the contract, yet a storage layer refused this event on its own (the error says why).
-        UNSTORABLE = "unstorable", "a storage layer refused the event"
+        UNSTORABLE = "unstorable", _("a storage layer refused the event")
         # The parser itself failed: a bug in the product, kept with its error rather than stopping the consumer.
-        PARSE_ERROR = "parse_error", "the parser failed"
+        PARSE_ERROR = "parse_error", _("the parser failed")
 
-    source = models.CharField(max_length=255, help_text="Kafka topic, or file:PATH for a replay")
-    partition = models.IntegerField()
-    offset = models.BigIntegerField()
-    reason = models.CharField(max_length=32, choices=Reason.choices, db_index=True)
-    detail = models.CharField(max_length=500, blank=True, default="")
-    raw = models.BinaryField()
-    received_at = models.DateTimeField(auto_now_add=True)
+    source = models.CharField(
+        verbose_name=_("source"), max_length=255, help_text=_("Kafka topic, or file:PATH for a replay")
+    )
+    partition = models.IntegerField(verbose_name=_("partition"))
+    offset = models.BigIntegerField(verbose_name=_("offset"))
+    reason = models.CharField(verbose_name=_("reason"), max_length=32, choices=Reason.choices, db_index=True)
+    detail = models.CharField(verbose_name=_("error"), max_length=500, blank=True, default="")
+    raw = models.BinaryField(verbose_name=_("raw bytes"))
+    received_at = models.DateTimeField(verbose_name=_("received at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("dead letter")
+        verbose_name_plural = _("dead letters")
         constraints = [
             # A replay after a crash re-reads the same message: store it once.
             models.UniqueConstraint(
@@ -85,15 +92,19 @@ class BucketStat(models.Model):
     PV is the sum over its generations.
     """
 
-    partner = models.ForeignKey(Partner, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    start = models.DateTimeField()
-    generation = models.CharField(max_length=32)
-    pv = models.BigIntegerField(default=0)
-    pv_self = models.BigIntegerField(default=0)
-    bot_pv = models.BigIntegerField(default=0)
-    flushed_at = models.DateTimeField(auto_now=True)
+    partner = models.ForeignKey(
+        Partner, verbose_name=_("partner"), null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    start = models.DateTimeField(verbose_name=_("bucket start"))
+    generation = models.CharField(verbose_name=_("generation"), max_length=32)
+    pv = models.BigIntegerField(verbose_name=_("PV"), default=0)
+    pv_self = models.BigIntegerField(verbose_name=_("own PV"), default=0)
+    bot_pv = models.BigIntegerField(verbose_name=_("bot PV"), default=0)
+    flushed_at = models.DateTimeField(verbose_name=_("flushed at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("5-minute statistic")
+        verbose_name_plural = _("5-minute statistics")
         constraints = [
             models.UniqueConstraint(fields=["partner", "start", "generation"], name="bucketstat_unique"),
         ]
@@ -111,27 +122,42 @@ class DailyStat(models.Model):
     """
 
     partner = models.ForeignKey(
-        Partner, null=True, blank=True, on_delete=models.CASCADE, related_name="daily_stats"
+        Partner,
+        null=True,
+        blank=True,
+        verbose_name=_("partner"),
+        on_delete=models.CASCADE,
+        related_name="daily_stats",
     )
-    date = models.DateField()
-    pv = models.BigIntegerField(default=0)
-    pv_self = models.BigIntegerField(default=0)
-    uv = models.BigIntegerField(default=0)
-    uv_self = models.BigIntegerField(default=0)
-    bot_pv = models.BigIntegerField(default=0)
+    date = models.DateField(verbose_name=_("date"))
+    pv = models.BigIntegerField(verbose_name=_("PV"), default=0)
+    pv_self = models.BigIntegerField(verbose_name=_("own PV"), default=0)
+    uv = models.BigIntegerField(verbose_name=_("UV"), default=0)
+    uv_self = models.BigIntegerField(verbose_name=_("own UV"), default=0)
+    bot_pv = models.BigIntegerField(verbose_name=_("bot PV"), default=0)
     # The realtime numbers as last flushed, kept apart so that drift stays visible after reconciliation.
-    realtime_pv = models.BigIntegerField(default=0)
-    realtime_pv_self = models.BigIntegerField(default=0)
-    realtime_uv = models.BigIntegerField(default=0)
-    realtime_uv_self = models.BigIntegerField(default=0)
-    hll = models.BinaryField(null=True, blank=True, help_text="Redis HyperLogLog of the subtree's openids")
-    hll_self = models.BinaryField(
-        null=True, blank=True, help_text="Redis HyperLogLog of the partner's own openids"
+    realtime_pv = models.BigIntegerField(verbose_name=_("realtime PV"), default=0)
+    realtime_pv_self = models.BigIntegerField(verbose_name=_("realtime own PV"), default=0)
+    realtime_uv = models.BigIntegerField(verbose_name=_("realtime UV"), default=0)
+    realtime_uv_self = models.BigIntegerField(verbose_name=_("realtime own UV"), default=0)
+    hll = models.BinaryField(
+        verbose_name=_("UV HyperLogLog"),
+        null=True,
+        blank=True,
+        help_text=_("Redis HyperLogLog of the subtree's openids"),
     )
-    reconciled_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    hll_self = models.BinaryField(
+        verbose_name=_("own UV HyperLogLog"),
+        null=True,
+        blank=True,
+        help_text=_("Redis HyperLogLog of the partner's own openids"),
+    )
+    reconciled_at = models.DateTimeField(verbose_name=_("reconciled at"), null=True, blank=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("daily statistic")
+        verbose_name_plural = _("daily statistics")
         constraints = [models.UniqueConstraint(fields=["partner", "date"], name="dailystat_unique")]
         indexes = [models.Index(fields=["date"])]
         ordering = ["-date", "partner__code"]
@@ -143,15 +169,19 @@ class DailyStat(models.Model):
 class ReconcileDrift(models.Model):
     """Realtime versus exact numbers of one partner-day, recorded by every reconcile run."""
 
-    partner = models.ForeignKey(Partner, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    date = models.DateField()
-    realtime_pv = models.BigIntegerField()
-    exact_pv = models.BigIntegerField()
-    realtime_uv = models.BigIntegerField()
-    exact_uv = models.BigIntegerField()
-    reconciled_at = models.DateTimeField()
+    partner = models.ForeignKey(
+        Partner, verbose_name=_("partner"), null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    date = models.DateField(verbose_name=_("date"))
+    realtime_pv = models.BigIntegerField(verbose_name=_("realtime PV"))
+    exact_pv = models.BigIntegerField(verbose_name=_("exact PV"))
+    realtime_uv = models.BigIntegerField(verbose_name=_("realtime UV"))
+    exact_uv = models.BigIntegerField(verbose_name=_("exact UV"))
+    reconciled_at = models.DateTimeField(verbose_name=_("reconciled at"))
 
     class Meta:
+        verbose_name = _("reconcile drift")
+        verbose_name_plural = _("reconcile drifts")
         constraints = [models.UniqueConstraint(fields=["partner", "date"], name="drift_unique")]
         ordering = ["-date"]
 

@@ -24,6 +24,7 @@ from stats.counters.pageviews import SELF, TREE
 from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.dashboard.charts import Line, bar_chart, line_chart
+from stats.models import DeadLetter
 from stats.read.selectors import DayNumbers, partner_days, site_days, uv_between
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,12 @@ def _pick(day: DayNumbers, scope: str) -> tuple[int, int]:
     return (day.pv_self, day.uv_self) if scope == SELF else (day.pv, day.uv)
 
 
+def _reason_labels(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """Show each dead-letter reason by its label, most frequent first."""
+    labels = dict(DeadLetter.Reason.choices)
+    return sorted(((str(labels.get(reason, reason)), n) for reason, n in counts.items()), key=lambda r: -r[1])
+
+
 def pipeline_health(*, today: dt.date) -> dict | None:
     """Gather the pipeline-health panel; None when ``stats.read.pipeline_status`` is not installed.
 
@@ -81,7 +88,7 @@ def pipeline_health(*, today: dt.date) -> dict | None:
         "lag": pipeline_status.consumer_lag,
         "last_flush": lambda: pipeline_status.last_job_success("flush"),
         "last_reconcile": lambda: pipeline_status.last_job_success("reconcile"),
-        "dead_letters": lambda: sorted(pipeline_status.dead_letters_by_reason(day=today).items()),
+        "dead_letters": lambda: _reason_labels(pipeline_status.dead_letters_by_reason(day=today)),
         "drift": pipeline_status.last_reconcile_drift,
     }
     for name, read in readers.items():
