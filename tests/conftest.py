@@ -203,3 +203,12 @@ def cps_test_clock(request) -> Iterator[dt.datetime | None]:
         return
     with time_machine.travel(moment, tick=True):
         yield moment
+
+
+# --- The fault suite (tests/reliability): short sizes by default, the issue's full sizes on request ---------
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--long-faults",
+        action="store_true",
+        help="run tests/reliability at the full sizes of issue 11 (200,000 events, 20 kills, 10 min of load)",
+    )

@@ -1,12 +1,14 @@
-"""Fault injection for the crash and isolation tests; unset in production, where each check is one lookup.
+"""Fault injection for the crash, isolation and reliability tests; unset in production, where each check is one lookup.
 
 ``CPS_FAULT_KILL=point:n`` SIGKILLs this process the n-th time it reaches ``point``.
+``CPS_FAULT_SLEEP=point:seconds`` sleeps that long every time this process reaches ``point`` (a slow batch).
 ``CPS_FAULT_FAIL_EVENT=point:event_id`` makes the stage ``point`` (``archive`` or ``count``) fail whenever the
 events it handles include ``event_id``, as a storage layer refusing that one event would.
 """
 
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -14,15 +16,19 @@ _reached: Counter[str] = Counter()
 
 
 def reach(point: str) -> None:
-    spec = os.environ.get("CPS_FAULT_KILL")
-    if not spec:
-        return
-    name, _, count = spec.partition(":")
-    if name != point:
-        return
-    _reached[point] += 1
-    if _reached[point] >= int(count or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Apply the kill or sleep fault set for ``point``, if any."""
+    kill = os.environ.get("CPS_FAULT_KILL")
+    if kill:
+        name, _, count = kill.partition(":")
+        if name == point:
+            _reached[point] += 1
+            if _reached[point] >= int(count or 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get("CPS_FAULT_SLEEP")
+    if pause:
+        name, _, seconds = pause.partition(":")
+        if name == point:
+            time.sleep(float(seconds or 1))
 
 
 class FaultInjected(Exception):

@@ -18,6 +18,9 @@ from stats.pipeline.isolation import StopRequested
 
 logger = logging.getLogger(__name__)
 
+# How long closing the consumer (leaving the group) may take before the process exits anyway.
+CLOSE_TIMEOUT_MS = 5000
+
 
 class StopFlag:
     """Set by SIGTERM/SIGINT; the loop finishes the batch in hand and returns."""
@@ -58,14 +61,46 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
         )
 
 
+def _log_failed_commit(offsets, response) -> None:
+    if isinstance(response, Exception):
+        logger.warning("Kafka commit failed (%s); offsets stay safe in Redis", response)
+
+
 def _commit_for_monitoring(consumer: KafkaConsumer) -> None:
-    # The offsets that matter are in Redis; this commit only feeds lag monitoring, so a failed one (say,
-    # during a rebalance) is logged and the next batch's commit catches up.
+    # The offsets that matter are in Redis; this commit only feeds lag monitoring. It is asynchronous: a
+    # synchronous commit retries for up to request_timeout_ms (30 s) whenever the coordinator is slow, dead or
+    # rebalancing, and that stall came on every batch of a loaded machine. A failure is logged and the next
+    # batch's commit catches up.
     try:
-        consumer.commit()
+        consumer.commit_async(callback=_log_failed_commit)
     except KafkaError as exc:
         logger.warning("Kafka commit failed (%s); offsets stay safe in Redis", exc)
     faults.reach("after_commit")
+
+
+class IdleClock:
+    """Seconds spent polling nothing while holding partitions, since the last message.
+
+    Why it accumulates instead of restarting: it used to restart from zero whenever the consumer held no
+    partitions. On a loaded machine a consumer whose heartbeats come late loses its session, rejoins (the
+    broker answers a join only after half the session timeout), and may lose it again before ten quiet
+    seconds have passed: every rebalance reset the clock, so ``--exit-when-idle`` on a drained topic could
+    run for ever. Now time in a rebalance is not counted (a joining consumer is not idle) but does not erase
+    the idle time already seen; only a message does.
+    """
+
+    def __init__(self, limit: float | None):
+        self.limit = limit
+        self.seconds = 0.0
+
+    def busy(self) -> None:
+        self.seconds = 0.0
+
+    def empty_poll(self, *, began: float, holding: bool) -> bool:
+        """Count an empty poll that began at ``began``; return True once idle for ``limit`` seconds."""
+        if holding:
+            self.seconds += time.monotonic() - began
+        return self.limit is not None and self.seconds >= self.limit
 
 
 def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
@@ -85,10 +120,11 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
     consumer.subscribe([topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic))
     directory = PartnerDirectory()
     total = BatchResult()
-    idle_since: float | None = None
+    idle = IdleClock(exit_when_idle)
     stopping = stop.is_set
     try:
         while not stop.stopping:
+            began = time.monotonic()
             polled = consumer.poll(timeout_ms=500, max_records=batch_size)
             messages = [
                 Message(source=tp.topic, partition=tp.partition, offset=record.offset, value=record.value)
@@ -96,16 +132,12 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
                 for record in records
             ]
             if not messages:
-                # Idle time counts only while we hold partitions: a consumer still joining is not idle.
-                if not consumer.assignment():
-                    idle_since = None
-                elif idle_since is None:
-                    idle_since = time.monotonic()
-                elif exit_when_idle is not None and time.monotonic() - idle_since >= exit_when_idle:
-                    logger.info("idle for %.1f s holding partitions; exiting", exit_when_idle)
+                if idle.empty_poll(began=began, holding=bool(consumer.assignment())):
+                    logger.info("idle for %.1f s holding partitions; exiting", idle.seconds)
                     break
                 continue
-            idle_since = None
+            idle.busy()
+            faults.reach("polled")
             try:
                 total.add(process_batch(messages, group=group, directory=directory, should_stop=stopping))
             except StopRequested:
@@ -114,7 +146,8 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             _commit_for_monitoring(consumer)
             logger.info("batch of %d from %s; so far %s", len(messages), topic, total.summary())
     finally:
-        consumer.close()
+        # Bounded: leaving the group must not hold up the exit when the broker does not answer.
+        consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
     return total
 
 
