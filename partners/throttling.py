@@ -155,13 +155,13 @@ def error_body(exc: Exception, data) -> dict:
     """
     fields = {}
     if isinstance(data, dict):
-        fields = {name: value for name, value in data.items() if name != "detail"}
+        fields = {name: _messages(value) for name, value in data.items() if name != "detail"}
         detail = str(data["detail"]) if "detail" in data else ""
     else:
-        fields, detail = ({"non_field_errors": data} if data else {}), ""
+        fields, detail = ({"non_field_errors": _messages(data)} if data else {}), ""
     if not detail:
-        first_name, first = next(iter(fields.items()), ("", ["Error."]))
-        message = _messages(first)[0] if _messages(first) else "Error."
+        first_name, first = next(iter(fields.items()), ("", []))
+        message = first[0] if first else "Error."
         named = not first_name or first_name == "non_field_errors" or message.startswith(first_name)
         detail = message if named else f"{first_name}: {message}"
     return {"error": _error_code(exc), "detail": detail, **fields}

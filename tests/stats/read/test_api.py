@@ -261,7 +261,7 @@ def test_rankings_api_scopes_portal_tokens_and_rejects_unknown_windows(capsys):
         "pv": 3,
     }
     bad = staff.get("/api/v1/rankings/partners/?window=2h")
-    assert bad.status_code == 400 and "1h, 24h, 7d" in bad.json()["window"]
+    assert bad.status_code == 400 and "1h, 24h, 7d" in bad.json()["window"][0]
     call_command("portal_token", "A1")
     portal = APIClient()
     portal.credentials(HTTP_AUTHORIZATION="Token " + capsys.readouterr().out.split()[-1])
@@ -286,3 +286,133 @@ def test_series_api_zero_fills_in_business_time_and_names_bad_parameters():
     assert "precision" in client.get("/api/v1/series/?precision=7").json()
     assert "start" in client.get("/api/v1/series/?precision=60&start=noon").json()
     assert client.get("/api/v1/series/?precision=60&partner=NOPE").status_code == 404
+
+
+# --- whole days on series/, as on stats/ --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("day", "now"),
+    [
+        clock("2026-11-22T00:02:00+08:00", "ordinary day", dt.date(2026, 11, 21)),
+        clock("2027-01-01T00:02:00+08:00", "year end", dt.date(2026, 12, 31)),
+        clock("2027-03-01T00:02:00+08:00", "end of february", dt.date(2027, 2, 28)),
+    ],
+)
+def test_series_with_date_bounds_covers_the_whole_day_at_every_precision(day, now):
+    create_tree()
+    midnight = at(f"{day} 00:00")
+    second = dt.timedelta(seconds=1)
+    inside = [
+        midnight,
+        midnight + dt.timedelta(hours=12, minutes=30),
+        midnight + dt.timedelta(days=1) - second,
+    ]
+    outside = [midnight - second, midnight + dt.timedelta(days=1)]  # the last second before, the first after
+    feed([pv_event(t, "A1a", f"u{n}") for n, t in enumerate(inside + outside)], now=now)
+    feed([pv_event(inside[1], "B", "u9")], now=now)  # another subtree: only in the site-wide series
+    client = staff_client()
+    for precision, samples in [(60, 1440), (300, 288), (3600, 24)]:
+        for partner, pv in [("A", 3), ("A1a", 3), ("B", 1), (None, 4)]:
+            query = f"precision={precision}&start={day}&end={day}" + (
+                f"&partner={partner}" if partner else ""
+            )
+            body = client.get(f"/api/v1/series/?{query}").json()
+            assert len(body) == samples, (precision, partner)
+            assert body[0]["ts"] == f"{day}T00:00:00+08:00"
+            assert sum(p["count"] for p in body) == pv, (precision, partner)
+    # Both bounds on the same date at a day's precision: one sample, the day's PV.
+    assert client.get(f"/api/v1/series/?precision=86400&partner=A&start={day}&end={day}").json() == [
+        {"ts": f"{day}T00:00:00+08:00", "count": 3}
+    ]
+    # A datetime keeps its exact meaning: the sample holding that instant, no more.
+    exact = client.get(f"/api/v1/series/?precision=60&partner=A&start={day}T00:00&end={day}T00:00").json()
+    assert exact == [{"ts": f"{day}T00:00:00+08:00", "count": 1}]
+
+
+def test_a_whole_day_at_one_second_is_too_many_samples_and_the_400_says_why():
+    create_tree()
+    client = staff_client()
+    day = client.get("/api/v1/series/?precision=1&partner=A&start=2026-11-21&end=2026-11-21")
+    assert day.status_code == 400
+    assert day.json()["error"] == "invalid" and "86400 samples" in day.json()["start"][0]
+    hour = client.get("/api/v1/series/?precision=1&partner=A&start=2026-11-21T08:00&end=2026-11-21T08:59:59")
+    assert hour.status_code == 200 and len(hour.json()) == 3600
+
+
+@pytest.mark.parametrize(
+    ("url", "param"),
+    [
+        ("partners/A/stats/?start=2026-11-21&end=2026-11-20", "end"),
+        ("series/?partner=A&start=2026-11-21&end=2026-11-20", "end"),
+        ("series/?partner=A&start=2026-11-21T10:00&end=2026-11-21T09:59", "end"),
+        ("partners/A/stats/?start=2025-11-20&end=2026-11-21", "end"),  # 367 days
+        ("series/?partner=A&precision=86400&start=2025-11-20&end=2026-11-21", "end"),
+        ("logins/active/?start=2025-11-20&end=2026-11-21", "end"),
+        ("partners/A/stats/?start=2026-11-31", "start"),
+        ("series/?partner=A&start=2026-02-29", "start"),
+        ("rankings/partners/?window=2d", "window"),
+        ("rankings/partners/?scope=all", "scope"),
+        ("series/?precision=120", "precision"),
+        ("partners/A/stats/?format=xml", "format"),
+        ("partners/?format=csv", "format"),
+        ("logins/counts/?user_type=client&format=csv", "format"),
+    ],
+)
+def test_bad_ranges_and_choices_are_a_400_naming_the_parameter_in_the_one_error_shape(url, param):
+    create_tree()
+    response = staff_client().get(f"/api/v1/{url}")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "detail", param}
+    assert body["error"] == "invalid" and param in body["detail"]
+
+
+def test_the_longest_range_is_a_setting(settings):
+    create_tree()
+    client = staff_client()
+    year = "partners/A/stats/?start=2025-11-21&end=2026-11-21"  # 366 days, the default limit
+    assert len(client.get(f"/api/v1/{year}").json()["days"]) == 366
+    settings.CPS_API_MAX_RANGE_DAYS = 31
+    assert client.get(f"/api/v1/{year}").status_code == 400
+    month = client.get("/api/v1/partners/A/stats/?start=2026-10-22&end=2026-11-21")
+    assert month.status_code == 200 and len(month.json()["days"]) == 31
+    assert client.get("/api/v1/partners/A/stats/?start=2026-10-21&end=2026-11-21").status_code == 400
+    assert (
+        client.get("/api/v1/series/?partner=A&precision=86400&start=2026-10-01&end=2026-11-21").status_code
+        == 400
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "url", "client_kind"),
+    [
+        (400, "series/?precision=7", "staff"),
+        (403, "partners/", "anonymous"),
+        (403, "logins/counts/?user_type=client", "portal"),
+        (404, "partners/NOPE/stats/", "staff"),
+        (404, "partners/NOPE/stats/?format=csv", "staff"),
+        (429, "partners/", "throttled portal"),
+    ],
+)
+def test_every_error_has_the_same_shape(settings, status, url, client_kind):
+    create_tree()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "portal": "1/min"},
+    }
+    client = {
+        "staff": staff_client,
+        "anonymous": APIClient,
+        "portal": lambda: portal_client("A1"),
+        "throttled portal": lambda: portal_client("A1"),
+    }[client_kind]()
+    if client_kind == "throttled portal":
+        assert client.get("/api/v1/partners/").status_code == 200
+    response = client.get(f"/api/v1/{url}")
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert isinstance(body["error"], str) and isinstance(body["detail"], str) and body["detail"]
+    assert all(isinstance(v, list) for k, v in body.items() if k not in ("error", "detail"))
