@@ -33,6 +33,15 @@ DEFAULTS = {
     # Raw events are kept this long: at least the maximum lateness plus a reconcile window.
     "ARCHIVE_RETENTION_DAYS": 35,
     "DEAD_LETTER_RETENTION_DAYS": 90,
+    # manage.py health: each threshold a problem is reported beyond.
+    # Messages of one Kafka partition not counted yet (a consumer counts tens of thousands a second).
+    "HEALTH_MAX_LAG": 100_000,
+    # Minutes since the last successful flush (scheduled every minute).
+    "HEALTH_MAX_FLUSH_AGE_MINUTES": 10,
+    # Business-time hour by which yesterday must be reconciled (scheduled at 00:30).
+    "HEALTH_RECONCILE_DUE_HOUR": 2,
+    # Dead letters received so far today (business day).
+    "HEALTH_MAX_DEAD_LETTERS_TODAY": 1000,
 }
 
 stats_setting = AppSettings(
@@ -48,8 +57,12 @@ stats_setting = AppSettings(
             "CONSUMER_BATCH_SIZE",
             "ARCHIVE_RETENTION_DAYS",
             "DEAD_LETTER_RETENTION_DAYS",
+            "HEALTH_MAX_LAG",
+            "HEALTH_MAX_FLUSH_AGE_MINUTES",
+            "HEALTH_MAX_DEAD_LETTERS_TODAY",
         )
     }
+    | {"HEALTH_RECONCILE_DUE_HOUR": Check(lambda v: v in range(24), "an hour of the day, 0 to 23")}
     | {
         "BOT_UA_PATTERNS": Check(
             lambda v: all(isinstance(p, str) and p for p in v), "a list of non-empty strings"

@@ -1,0 +1,82 @@
+"""Is the pipeline healthy? The problems ``manage.py health`` reports, judged from ``pipeline_status``.
+
+Each check compares one figure with a threshold from ``CPS_STATS`` (``HEALTH_*``, defaults in
+``stats/conf.py``) and says in one line what is wrong, so a monitoring system can page with it as it is.
+"""
+
+import datetime as dt
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from cpsproject.common.timeutil import local_day, to_local
+from stats.conf import stats_setting
+from stats.models import DailyStat
+from stats.read import pipeline_status
+
+
+def health_problems(*, now: dt.datetime | None = None) -> list[str]:
+    """Return one line per problem of the pipeline; an empty list when it is healthy."""
+    now = now or timezone.now()
+    return [*_lag(), *_flush(now), *_reconcile(now), *_dead_letters(now)]
+
+
+def _lag() -> list[str]:
+    try:
+        lags = pipeline_status.read_consumer_lag()
+    except pipeline_status.KafkaUnavailable as exc:
+        return [_("consumer lag unknown: %(error)s") % {"error": exc}]
+    limit = stats_setting("HEALTH_MAX_LAG")
+    return [
+        _("consumer lag of %(topic)s[%(partition)d] is %(lag)d messages (threshold %(limit)d)")
+        % {"topic": settings.KAFKA_TOPIC, "partition": row.partition, "lag": row.lag, "limit": limit}
+        for row in lags
+        if row.lag > limit
+    ]
+
+
+def _flush(now: dt.datetime) -> list[str]:
+    limit = stats_setting("HEALTH_MAX_FLUSH_AGE_MINUTES")
+    last = pipeline_status.last_job_success("flush")
+    if last is None:
+        return [_("no successful flush on record (threshold %(limit)d minutes)") % {"limit": limit}]
+    minutes = int((now - last).total_seconds() // 60)
+    if minutes <= limit:
+        return []
+    return [
+        _("no successful flush for %(minutes)d minutes, since %(last)s (threshold %(limit)d minutes)")
+        % {"minutes": minutes, "last": f"{to_local(last):%Y-%m-%d %H:%M}", "limit": limit}
+    ]
+
+
+def _reconcile(now: dt.datetime) -> list[str]:
+    due_hour = stats_setting("HEALTH_RECONCILE_DUE_HOUR")
+    if to_local(now).hour < due_hour:
+        return []
+    today = local_day(now)
+    yesterday = today - dt.timedelta(days=1)
+    rows = DailyStat.objects.filter(date=yesterday)
+    if rows.filter(reconciled_at__isnull=False).exists():
+        return []
+    # A day without traffic has no rows to mark: a reconcile that ran today is all there is to see.
+    last = pipeline_status.last_job_success("reconcile")
+    if not rows.exists() and last is not None and local_day(last) == today:
+        return []
+    return [
+        _("yesterday (%(day)s) is not reconciled, due by %(hour)02d:00")
+        % {"day": yesterday, "hour": due_hour}
+    ]
+
+
+def _dead_letters(now: dt.datetime) -> list[str]:
+    limit = stats_setting("HEALTH_MAX_DEAD_LETTERS_TODAY")
+    by_reason = pipeline_status.dead_letters_by_reason(day=local_day(now))
+    total = sum(by_reason.values())
+    if total <= limit:
+        return []
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1]))
+    return [
+        _("%(total)d dead letters today (threshold %(limit)d): %(reasons)s")
+        % {"total": total, "limit": limit, "reasons": reasons}
+    ]

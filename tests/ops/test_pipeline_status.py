@@ -1,0 +1,157 @@
+"""The shared read module of pipeline figures (stats.read.pipeline_status) on real Redis, SQL and Kafka."""
+
+import datetime as dt
+import logging
+import time
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from kafka import KafkaProducer
+
+from cpsproject.common.locks import job_lock
+from loginlog.services import sync_logins
+from partners.models import Partner
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import reconcile
+from stats.jobs.tasks import flush_task
+from stats.models import DeadLetter, ReconcileDrift
+from stats.pipeline.ingest import Message, process_batch
+from stats.read import pipeline_status
+from stats.read.pipeline_status import Drift, PartitionLag
+from tests.conftest import free_port
+from tests.factories import at, create_tree, feed, pv_event
+
+pytestmark = pytest.mark.django_db
+
+DAY = dt.date(2026, 11, 21)
+NOON = at("2026-11-21 12:00")
+LATER = at("2026-11-21 13:00")
+
+
+@pytest.mark.time_machine("2026-11-21T13:00:00+08:00", tick=False)
+def test_jobs_record_their_last_success_from_commands_and_tasks():
+    create_tree()
+    feed([pv_event(NOON, "A1", "u1")], now=NOON)
+    assert pipeline_status.last_job_success("flush") is None
+    assert pipeline_status.last_job_duration("flush") is None
+    call_command("flush")
+    assert pipeline_status.last_job_success("flush") == LATER
+    assert 0 <= pipeline_status.last_job_duration("flush") < 30
+    reconcile(day=DAY)  # writes under the flush lock too: that is no flush run
+    sync_logins()
+    assert pipeline_status.last_job_success("reconcile") == LATER
+    assert pipeline_status.last_job_success("sync_logins") == LATER
+
+
+def test_a_task_records_its_success_and_a_skipped_or_failed_run_records_nothing(redis_client):
+    with job_lock("flush"):  # another flush is running
+        assert flush_task().startswith("skipped")
+        assert pipeline_status.last_job_success("flush") is None
+    with pytest.raises(RuntimeError), job_lock("reconcile"):
+        raise RuntimeError("the job failed half-way")
+    assert pipeline_status.last_job_success("reconcile") is None
+    before = timezone.now().replace(microsecond=0)
+    flush_task()
+    assert before <= pipeline_status.last_job_success("flush") <= timezone.now()
+
+
+def test_dead_letters_by_reason_counts_the_business_day():
+    feed([b"{x", b"{y", b"[1]", b""], now=NOON)
+    letters = DeadLetter.objects.order_by("offset")
+    moments = [
+        at("2026-11-21 00:00"),
+        at("2026-11-21 23:59:59"),
+        at("2026-11-21 23:59"),
+        at("2026-11-22 00:00"),
+    ]
+    for letter, moment in zip(letters, moments, strict=True):
+        DeadLetter.objects.filter(pk=letter.pk).update(received_at=moment)
+    assert pipeline_status.dead_letters_by_reason(day=DAY) == {"not_json": 2, "not_object": 1}
+    assert pipeline_status.dead_letters_by_reason(day=DAY + dt.timedelta(days=1)) == {"empty": 1}
+    assert pipeline_status.dead_letters_by_reason(day=DAY - dt.timedelta(days=1)) == {}
+    # The Redis counts the consumer wrote with the counters: every dead letter, whenever received.
+    assert pipeline_status.dead_letters_counted() == {"empty": 1, "not_json": 2, "not_object": 1}
+
+
+def test_last_reconcile_drift_sums_the_latest_day():
+    tree = create_tree()
+    assert pipeline_status.last_reconcile_drift() is None
+    rows = [
+        (tree["A"], DAY - dt.timedelta(days=1), 100, 50, 100, 1),  # an older day: not summed
+        (tree["A"], DAY, 10, 8, 5, 6),
+        (tree["B"], DAY, 3, 4, 2, 2),
+        (None, DAY, 7, 7, 0, 4),
+    ]
+    for partner, day, realtime_pv, exact_pv, realtime_uv, exact_uv in rows:
+        ReconcileDrift.objects.create(
+            partner=partner,
+            date=day,
+            realtime_pv=realtime_pv,
+            exact_pv=exact_pv,
+            realtime_uv=realtime_uv,
+            exact_uv=exact_uv,
+            reconciled_at=LATER,
+        )
+    assert pipeline_status.last_reconcile_drift() == Drift(date=DAY, pv_drift=-2 + 1 + 0, uv_drift=1 + 0 + 4)
+
+
+def test_a_reconcile_records_the_drift_of_events_counted_twice():
+    create_tree()
+    feed([pv_event(NOON, "B", "u1", event_id="dup"), pv_event(NOON, "B", "u2")], now=NOON)
+    feed([pv_event(NOON, "B", "u1", event_id="dup")], now=NOON)  # sent twice: realtime counts it twice
+    flush(now=LATER)
+    reconcile(day=DAY, now=LATER)
+    # Only B's row has traffic: realtime PV 3 against 2 exact; UV 2 both ways.
+    assert pipeline_status.last_reconcile_drift() == Drift(date=DAY, pv_drift=-1, uv_drift=0)
+
+
+def test_pending_flush_keys_counts_bucket_and_uv_keys():
+    create_tree()
+    assert pipeline_status.pending_flush_keys() == 0
+    # A1a's view is a bucket for A1a, A1 and A, and UV keys for A1a (self, tree), A1 (tree), A (tree);
+    # the view with no partner is one bucket and two UV keys (self, tree) under "~site".
+    feed([pv_event(NOON, "A1a", "u1"), pv_event(NOON, "A1a", "u2"), pv_event(NOON, None, "u3")], now=NOON)
+    assert pipeline_status.pending_flush_keys() == (3 + 1) + (4 + 2)
+    # Another day's view: one more bucket per partner of the chain and a second day of UV keys.
+    feed([pv_event(NOON + dt.timedelta(days=1), "B", "u1")], now=NOON + dt.timedelta(days=1))
+    assert pipeline_status.pending_flush_keys() == (3 + 1 + 1) + (4 + 2 + 2)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.kafka
+def test_consumer_lag_is_end_offsets_minus_stored_offsets(kafka_settings):
+    settings = kafka_settings
+    create_tree()
+    now = timezone.now()
+    producer = KafkaProducer(bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS)
+    values = [pv_event(now, "A1", f"u{n}") for n in range(8)]
+    for n, value in enumerate(values):
+        producer.send(settings.KAFKA_TOPIC, value=value, partition=0 if n < 5 else 1)
+        # One record batch per message: tansu (memory storage) answers a partition's end offset with the
+        # base offset of its last batch + 1, where Kafka answers the last offset + 1.
+        producer.flush()
+    producer.close()
+    assert pipeline_status.consumer_lag() == [
+        PartitionLag(partition=0, stored_offset=None, end_offset=5, lag=5),
+        PartitionLag(partition=1, stored_offset=None, end_offset=3, lag=3),
+        PartitionLag(partition=2, stored_offset=None, end_offset=0, lag=0),
+    ]
+    # The consumer counts the first two messages of partition 0 and stores offset 2 with the counters.
+    messages = [Message(settings.KAFKA_TOPIC, 0, offset, values[offset]) for offset in (0, 1)]
+    process_batch(messages, group=settings.KAFKA_GROUP_ID, now=now)
+    assert pipeline_status.consumer_lag()[0] == PartitionLag(
+        partition=0, stored_offset=2, end_offset=5, lag=3
+    )
+    assert Partner.objects.count() == 5
+
+
+def test_consumer_lag_is_empty_and_warns_within_two_seconds_when_kafka_is_out_of_reach(settings, caplog):
+    settings.KAFKA_BOOTSTRAP_SERVERS = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="stats.read.pipeline_status"):
+        assert pipeline_status.consumer_lag() == []
+    assert time.monotonic() - started < 2.5
+    assert [
+        r.getMessage().split(":")[0] for r in caplog.records if r.name == "stats.read.pipeline_status"
+    ] == ["consumer lag unknown"]
