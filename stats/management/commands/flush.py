@@ -1,5 +1,8 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands import flush as django_flush
+from django.db import DatabaseError
+from django.utils.translation import gettext as _
+from redis.exceptions import RedisError
 
 from cpsproject.common.locks import command_errors
 from stats.jobs.flush import flush
@@ -27,4 +30,21 @@ class Command(BaseCommand):
                 **{**defaults, **options}
             )
         with command_errors():
-            self.stdout.write(flush(include_open=include_open).summary())
+            try:
+                result = flush(include_open=include_open)
+            except DatabaseError as exc:
+                # A Redis key is deleted only after the SQL transaction holding its value committed, so a
+                # database outage loses nothing: say so in one line, and let the next run write it all.
+                raise CommandError(
+                    _("flush failed, the database is unavailable; Redis keeps every bucket: %(error)s")
+                    % {"error": _one_line(exc)}
+                ) from exc
+            except RedisError as exc:
+                raise CommandError(
+                    _("flush failed, Redis is unavailable: %(error)s") % {"error": _one_line(exc)}
+                ) from exc
+        self.stdout.write(result.summary())
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
