@@ -9,14 +9,14 @@ import logging
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from rest_framework.exceptions import ValidationError
 
-from cpsproject.common.admin_csv import csv_lines
+from cpsproject.common.admin_csv import csv_download
 from cpsproject.common.params import choice_param, date_range_params
 from cpsproject.common.timeutil import local_day, to_local
 from partners.models import Partner
@@ -263,6 +263,4 @@ def _network_csv(partner: Partner, children: list[Partner], rows: list[NetworkRo
             total += [pv, uv]
         yield total
 
-    response = StreamingHttpResponse(csv_lines(header, lines()), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="partner-{partner.code}.csv"'
-    return response
+    return csv_download(lines(), header=header, filename=f"partner-{partner.code}.csv")
