@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from cpsproject.common.jobruns import job_run
 from cpsproject.common.timeutil import local_day
 from stats.conf import stats_setting
 from stats.models import DeadLetter
@@ -34,8 +35,12 @@ class PurgeResult:
 
 
 def purge_expired(*, now: dt.datetime | None = None) -> PurgeResult:
-    """Delete raw events and dead letters past their retention, in chunks."""
-    now = now or timezone.now()
+    """Delete raw events and dead letters past their retention, in chunks; record the run as job "purge"."""
+    with job_run("purge"):
+        return _purge(now=now or timezone.now())
+
+
+def _purge(*, now: dt.datetime) -> PurgeResult:
     raw = get_archive().purge_before(archive_cutoff(local_day(now)), chunk=CHUNK)
     letters_cutoff = now - dt.timedelta(days=stats_setting("DEAD_LETTER_RETENTION_DAYS"))
     old_letters = DeadLetter.objects.filter(received_at__lt=letters_cutoff)

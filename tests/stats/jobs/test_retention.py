@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from cpsproject.common import jobruns
 from cpsproject.common.timeutil import local_day
 from stats.jobs import retention
 from stats.jobs.reconcile import ReconcileRefused, reconcile
@@ -41,7 +42,9 @@ def test_purge_drops_raw_events_past_retention_in_chunks_and_keeps_reconciled_da
 def test_purge_drops_dead_letters_past_their_retention():
     feed([b"{bad json", b"[1]"], now=NOW)
     DeadLetter.objects.filter(reason="not_json").update(received_at=NOW - dt.timedelta(days=91))
+    assert jobruns.last_success("purge") is None
     assert retention.purge_expired(now=NOW).dead_letters == 1
+    assert jobruns.last_success("purge") is not None  # the metrics and the dashboard show the last purge
     assert list(DeadLetter.objects.values_list("reason", flat=True)) == ["not_object"]
 
 
