@@ -5,6 +5,9 @@ import re
 import pytest
 
 from tests.admin.conftest import CLOCK
+from tests.factories import at
+
+CLOCK_MOMENT = at("2026-11-22 09:00")
 
 pytestmark = [pytest.mark.django_db, pytest.mark.time_machine(CLOCK, tick=False)]
 
@@ -103,3 +106,21 @@ def test_pages_link_to_each_other(boss, two_days):
     assert "/admin/network/A/" in boss.get("/admin/partners/partner/").content.decode()
     partner_id = two_days["A"].pk
     assert "/admin/network/A/" in boss.get(f"/admin/partners/partner/{partner_id}/change/").content.decode()
+
+
+def test_pipeline_health_panel_shows_jobs_drift_and_todays_dead_letters(boss, two_days):
+    from tests.factories import feed, pv_event
+
+    feed(
+        [pv_event(at("2026-11-22 08:50"), "NOPE"), pv_event(at("2026-11-22 08:51"), "NOPE")], now=CLOCK_MOMENT
+    )
+    html = boss.get("/admin/").content.decode()
+    panel = html[html.index('id="pipeline-health"') : html.index('id="model-list"')]
+    # The jobs ran under the fixed clock (09:00); nothing listens on the test's Kafka address.
+    assert text_of(panel, "last-flush") == "Nov. 22, 2026, 9 a.m."
+    assert text_of(panel, "last-reconcile") == "Nov. 22, 2026, 9 a.m."
+    assert "Kafka did not answer" in panel
+    drift = panel[panel.index('id="drift"') :]
+    assert re.findall(r"<dd>([^<]*)</dd>", drift)[:3] == ["11/21/2026", "0", "0"]
+    letters = panel[panel.index('id="dead-letters-today"') :]
+    assert re.findall(r"<tr><td>([^<]*)</td><td>(\d+)</td></tr>", letters) == [("unknown partner code", "2")]
