@@ -32,7 +32,7 @@ def wait_until(condition: Callable[[], bool], *, seconds: float, what: str, ever
     return time.monotonic() - began
 
 
-@dataclass
+@dataclass(eq=False)
 class Child:
     """A ``manage.py`` child process with its output in files."""
 

@@ -1,0 +1,102 @@
+"""Consumers join, leave (SIGTERM) and die (SIGKILL) mid-stream: counts stay exact, and every partition that
+changes hands is resumed from the offset stored in Redis with its counters."""
+
+import ast
+import logging
+import re
+import signal
+
+import pytest
+
+from stats.pipeline.ingest import stored_offsets
+from tests.factories import create_tree
+from tests.reliability.flow import assert_counted_exactly, counted_in_redis, produce, todays_traffic
+from tests.reliability.procs import Child, wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
+log = logging.getLogger("reliability")
+
+ASSIGNED = re.compile(
+    r"^(\S+ \S+) INFO stats.pipeline.consumer: partitions assigned: \[([\d, ]*)\] \(stored offsets (\{[^}]*\})\)",
+    re.MULTILINE,
+)
+# Batches slowed a little so that the stream outlasts three consumers coming and going.
+SLOW = {"CPS_FAULT_SLEEP": "after_archive:0.5"}
+BATCH = "200"
+
+
+def assignments(child: Child, *, since: int = 0) -> list[tuple[str, set[int], dict[int, int]]]:
+    """Each assignment the child logged after character ``since``: when, partitions, stored offsets seen."""
+    return [
+        (when, {int(p) for p in parts.split(",") if p.strip()}, ast.literal_eval(stored))
+        for when, parts, stored in ASSIGNED.findall(child.stderr()[since:])
+    ]
+
+
+def held(child: Child) -> set[int]:
+    found = assignments(child)
+    return found[-1][1] if found else set()
+
+
+def assert_resumed_from(survivors: dict[Child, int], *, partitions: set[int], stored: dict[int, int]) -> None:
+    """The first survivor to take each partition (after its mark) seeks it to the offset stored in Redis."""
+    for partition in partitions:
+        takers = sorted(
+            (when, seen.get(partition, 0), child.name)
+            for child, since in survivors.items()
+            for when, parts, seen in assignments(child, since=since)
+            if partition in parts
+        )
+        assert takers, f"nobody took partition {partition}"
+        when, seen, name = takers[0]
+        assert seen == stored.get(partition, 0), (partition, name, when, seen, stored)
+        log.info("rebalance: %s took partition %d at %s from stored offset %d", name, partition, when, seen)
+
+
+def test_consumers_joining_leaving_and_dying_count_exactly_and_resume_from_stored_offsets(
+    kafka_settings, children, sizes
+):
+    create_tree()
+    group, topic = kafka_settings.KAFKA_GROUP_ID, kafka_settings.KAFKA_TOPIC
+    values, truth, day = todays_traffic(events=sizes.rebalance_events, users=2000, seed=51)
+    produce(kafka_settings.KAFKA_BOOTSTRAP_SERVERS, topic, values)
+    log.info("rebalance: %d events produced on 3 partitions", len(values))
+
+    per_partition = len(values) // 3
+    a = children.start("consume", "--batch-size", BATCH, "--exit-when-idle", "5", **SLOW)
+    wait_until(lambda: counted_in_redis(kafka_settings) > 0, seconds=120, what="consumer A to count")
+
+    b = children.start("consume", "--batch-size", BATCH, **SLOW)
+    wait_until(lambda: held(b) and "batch of" in b.stderr(), seconds=120, what="consumer B to join and count")
+    b_parts = held(b)
+    a_mark = len(a.stderr())
+    assert b.terminate() == 0, b.stderr()[-2000:]
+    left_at = stored_offsets(group=group, source=topic)
+    log.info("rebalance: B joined, held %s, left on SIGTERM at stored offsets %s", sorted(b_parts), left_at)
+    assert counted_in_redis(kafka_settings) < len(values), (
+        "the stream ended before the rebalances: slow it down"
+    )
+
+    c = children.start("consume", "--batch-size", BATCH, **SLOW)
+
+    def c_is_working() -> bool:
+        parts = held(c)
+        drained = all(stored_offsets(group=group, source=topic).get(p, 0) >= per_partition for p in parts)
+        return bool(parts) and ("batch of" in c.stderr() or drained)
+
+    wait_until(c_is_working, seconds=120, what="consumer C to join and count")
+    c_parts = held(c)
+    assert_resumed_from({a: a_mark, c: 0}, partitions=b_parts, stored=left_at)
+    a_mark = len(a.stderr())
+    c.process.send_signal(signal.SIGKILL)
+    c.wait(10)
+    # C's partitions stand still until the broker expels it: what is stored now is where they must resume.
+    died_at = stored_offsets(group=group, source=topic)
+    log.info("rebalance: C joined, held %s, SIGKILLed at stored offsets %s", sorted(c_parts), died_at)
+    assert counted_in_redis(kafka_settings) < len(values), "the stream ended before C died: slow it down"
+
+    assert a.wait(300) == 0, a.stderr()[-3000:]
+    assert_resumed_from({a: a_mark}, partitions=c_parts, stored=died_at)
+    assert counted_in_redis(kafka_settings) == len(values)
+    log.info("rebalance: the partitions of B and C resumed from their stored offsets; A drained the topic")
+    assert_counted_exactly(truth, day=day, produced=len(values))
