@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
 from stats.devtools.demo import DEMO_USER, seed_demo
+from stats.models import DeadLetter
+from tests.factories import feed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
 
@@ -52,12 +54,15 @@ def number(text: str) -> int:
 def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     seed_demo(events=3000)
+    # A dead letter whose payload has no place to break: it must wrap, not widen the page.
+    feed([b"{" + b"A" * 5000], now=timezone.now())
+    letter = DeadLetter.objects.filter(reason="not_json").order_by("-pk").first().pk
     today = local_day(timezone.now()).isoformat()
     with chromium() as browser:
-        check_pages(browser, live_server.url, today)
+        check_pages(browser, live_server.url, today, letter)
 
 
-def check_pages(browser, base: str, today: str) -> None:
+def check_pages(browser, base: str, today: str, letter: int) -> None:
     context = browser.new_context(
         locale="en-US", accept_downloads=True, viewport={"width": 1280, "height": 900}
     )
@@ -103,6 +108,17 @@ def check_pages(browser, base: str, today: str) -> None:
     assert "下载 CSV" in page.inner_text("#content")
     page.screenshot(path=SCREENSHOTS / "5-daily-list-zh.png", full_page=True)
 
+    page.goto(f"{base}/admin/stats/deadletter/?reason__exact=not_json")
+    head = page.locator("#result_list td.field-payload_head").first
+    assert "AAAA" in head.inner_text()
+    assert head.bounding_box()["width"] < 600  # 40em at most; unwrapped, 120 letters are far wider
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.screenshot(path=SCREENSHOTS / "6-dead-letters.png", full_page=True)
+    page.goto(f"{base}/admin/stats/deadletter/{letter}/change/")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.screenshot(path=SCREENSHOTS / "7-dead-letter.png", full_page=True)
+
+    page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={PARTNER}")
     with page.expect_download() as download:
         page.click("a.cps-csv")
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8-sig"))))
@@ -113,5 +129,5 @@ def check_pages(browser, base: str, today: str) -> None:
     page.goto(f"{base}/admin/")
     assert "统计看板" in page.content()
     assert "今日 PV" in page.inner_text("#today")
-    page.screenshot(path=SCREENSHOTS / "6-dashboard-zh.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "8-dashboard-zh.png", full_page=True)
     context.close()
