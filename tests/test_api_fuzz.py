@@ -116,7 +116,7 @@ def assert_total(response, url: str, sent: list[str]) -> None:
     assert response.status_code in (400, 404), (response.status_code, response.content[:300])
     body = response.json()
     known = QUERY_PARAMS[url]
-    assert set(body) <= set(known) | {"detail"}, body
+    assert {"error", "detail"} <= set(body) <= set(known) | {"error", "detail"}, body
     text = json.dumps(body)
     named = {name for name in known if name in text}
     assert named & set(sent) or set(body) & REQUIRED.get(url, set()), (sent, body)
@@ -125,7 +125,12 @@ def assert_total(response, url: str, sent: list[str]) -> None:
 @pytest.fixture
 def unthrottled(settings):
     """Hundreds of requests from one user in a minute are the point here, not abuse."""
-    rates = {**settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}), "user": None, "auth_failure": None}
+    rates = {
+        **settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}),
+        "user": None,
+        "portal": None,
+        "auth_failure": None,
+    }
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
 
 
@@ -191,7 +196,7 @@ def test_any_user_in_the_path_gets_a_2xx_or_a_4xx_naming_it(clients, user_type, 
     response = clients["staff"].get(url)
     assert response.status_code < 500, response.content[:300]
     if response.status_code == 400:
-        assert set(response.json()) <= {"user_type", "user_id"}
+        assert set(response.json()) - {"error", "detail"} <= {"user_type", "user_id"}
     else:
         # 404 only when a segment holds a "/" (it is no longer this route), or the user is real.
         assert response.status_code == 200 or b"/" in user_type + user_id, response.content[:300]
@@ -223,7 +228,7 @@ def test_any_login_body_gets_201_or_a_400_naming_a_field(clients, body):
     response = post_json(clients["staff"], f"{API}logins/", body)
     assert response.status_code in (201, 400), response.content[:300]
     if response.status_code == 400:
-        assert set(response.json()) <= {"user_type", "user_id", "date"}
+        assert set(response.json()) - {"error", "detail"} <= {"user_type", "user_id", "date"}
 
 
 @PROPERTY
@@ -232,6 +237,77 @@ def test_any_partner_body_gets_201_or_a_400_naming_a_field(clients, body):
     response = post_json(clients["staff"], f"{API}partners/", body)
     assert response.status_code in (201, 400), response.content[:300]
     if response.status_code == 400:
-        assert set(response.json()) <= {"code", "name", "parent", "non_field_errors"}
+        assert set(response.json()) - {"error", "detail"} <= {"code", "name", "parent", "non_field_errors"}
     # The portal token is refused before its body is read, whatever the body.
     assert post_json(clients["portal"], f"{API}partners/", body).status_code == 403
+
+
+# --- schemathesis: requests generated from the served OpenAPI schema --------------------------------------------
+#
+# Every operation of /api/v1/schema/ is driven with requests schemathesis builds from its parameters and bodies
+# (valid and invalid ones), as staff and as a portal token: none may get a 500, and every refusal has the one
+# error shape. Bounded: ``SCHEMA_EXAMPLES`` requests per operation and client (HYPOTHESIS_PROFILE=long: more).
+
+import os  # noqa: E402
+
+import schemathesis  # noqa: E402
+from django.core import signals  # noqa: E402
+from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
+from django.db import close_old_connections  # noqa: E402
+from drf_spectacular.renderers import OpenApiJsonRenderer  # noqa: E402
+from drf_spectacular.settings import spectacular_settings  # noqa: E402
+
+SCHEMA_EXAMPLES = 2000 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 25
+
+
+@pytest.fixture
+def wsgi_app():
+    """The project's WSGI application, serving inside this test's database transaction.
+
+    Django closes "old" connections before and after each request; in a test that would close the connection holding the
+    test's transaction (Django's test client switches this off the same way).
+    """
+    for signal in (signals.request_started, signals.request_finished):
+        signal.disconnect(close_old_connections)
+    yield WSGIHandler()
+    for signal in (signals.request_started, signals.request_finished):
+        signal.connect(close_old_connections)
+
+
+def generated_schema() -> dict:
+    """The schema /api/v1/schema/ serves, generated and rendered as that view does (no request, no database)."""
+    generator = spectacular_settings.DEFAULT_GENERATOR_CLASS()
+    return json.loads(OpenApiJsonRenderer().render(generator.get_schema(request=None, public=True)))
+
+
+# Made at collection, so each operation is its own test item.
+schema = schemathesis.openapi.from_dict(generated_schema())
+
+
+def test_the_fuzzed_schema_is_the_served_one():
+    response = APIClient().get(f"{API}schema/?format=json")
+    assert response.status_code == 200
+    assert response.json() == generated_schema()
+    assert len(list(schema.get_all_operations())) == 11
+
+
+@pytest.fixture
+def credentials(clients) -> dict[str, dict[str, str]]:
+    return {
+        name: {"Authorization": client._credentials["HTTP_AUTHORIZATION"]} for name, client in clients.items()
+    }
+
+
+@schema.parametrize()
+@settings(
+    max_examples=SCHEMA_EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_requests_built_from_the_served_schema_never_get_a_500(case, credentials, wsgi_app):
+    for name, headers in credentials.items():
+        response = case.call(app=wsgi_app, headers=headers)
+        assert response.status_code < 500, (name, case.method, case.formatted_path, response.text[:300])
+        if response.status_code >= 400 and response.status_code != 405:
+            body = response.json()
+            assert isinstance(body.get("error"), str) and isinstance(body.get("detail"), str), (name, body)
