@@ -8,6 +8,8 @@ an index set of the user-month keys, which replaces the document's ``KEYS loginL
 import datetime as dt
 from collections.abc import Iterable
 
+import numpy as np
+
 from cpsproject.common.timeutil import local_day, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.events import Login
@@ -25,14 +27,14 @@ def month_bits_to_mask(bitmap: bytes | None) -> int:
     return mask
 
 
-def set_bits(bitmap: bytes) -> list[int]:
-    """Return the offsets of the set bits of a Redis bitmap, in order (skipping zero bytes fast)."""
-    found = []
-    for index, byte in enumerate(bitmap):
-        if byte:
-            base = index * 8
-            found.extend(base + bit for bit in range(8) if byte & (0x80 >> bit))
-    return found
+def set_bits(bitmap: bytes, *, base: int = 0) -> np.ndarray:
+    """Return ``base`` + the offsets of the set bits of a Redis bitmap, ascending, as an int64 array.
+
+    numpy unpacks the bytes most significant bit first, which is Redis' bit order: a million ids cost
+    milliseconds, where a Python loop over the bytes and bits took half a second.
+    """
+    offsets = np.flatnonzero(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)))
+    return offsets + base if base else offsets
 
 
 def queue_logins(pipe, logins: Iterable[Login], *, now: dt.datetime) -> None:

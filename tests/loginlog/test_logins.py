@@ -1,15 +1,20 @@
 """Login bitmaps: the seven queries from Redis, from MySQL after expiry, across month/year/February edges."""
 
 import datetime as dt
+import random
 
 import pytest
 from django.contrib.auth.models import Permission
+from django_redis import get_redis_connection
 from rest_framework.test import APIClient
 
 from loginlog import keys
+from loginlog.bitmaps import queue_login
 from loginlog.models import LoginMonth
 from loginlog.selectors import (
     active_counts,
+    active_page,
+    active_user_count,
     active_user_ids,
     active_users,
     logged_in_between,
@@ -173,3 +178,23 @@ def test_login_api():
     assert "user_type" in client.get("/api/v1/logins/active/?user_type=robot").json()
     assert client.get("/api/v1/logins/counts/?user_type=client&date=2025-11-01").json()["wau"] == 2
     assert APIClient().get("/api/v1/logins/active/").status_code in (401, 403)
+
+
+def test_active_ids_and_pages_over_a_large_sparse_id_space():
+    """Ids up to 9 million: the bitmap is read in several chunks, and pages start deep inside it."""
+    rng = random.Random(7)
+    days = [D(2026, 11, 1), D(2026, 11, 2), D(2026, 11, 3)]
+    users = sorted(rng.sample(range(9_000_000), 3000)) + [0, 9_000_001]
+    pipe = get_redis_connection("default").pipeline(transaction=False)
+    for user_id in users:
+        queue_login(pipe, user_type="client", user_id=user_id, day=rng.choice(days))
+    queue_login(pipe, user_type="client", user_id=5, day=D(2026, 11, 4))  # outside the range
+    pipe.execute()
+    expected = sorted(users)
+    assert active_user_ids(user_type="client", start=days[0], end=days[-1]) == expected
+    assert active_user_count(user_type="client", start=days[0], end=days[-1]) == 3002
+    for offset in (0, 1, 1499, 2950, 3001, 3002):
+        count, page = active_page(
+            user_types=["client"], start=days[0], end=days[-1], offset=offset, limit=100
+        )
+        assert (count, page) == (3002, [("client", u) for u in expected[offset : offset + 100]])
