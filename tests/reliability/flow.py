@@ -9,6 +9,7 @@ from django.db.models import Count
 from django.utils import timezone
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 from cpsproject.common.timeutil import local_day
 from stats.devtools.simulate import GroundTruth, simulate_events
@@ -34,9 +35,13 @@ def todays_traffic(*, events: int, users: int, seed: int, bad_share: float = 0.0
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    """Create ``topic``; a consumer's metadata request may have auto-created it first: check its partitions."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    except TopicAlreadyExistsError:
+        (described,) = admin.describe_topics([topic])
+        assert len(described["partitions"]) == partitions, described
     finally:
         admin.close()
 
