@@ -1,12 +1,14 @@
 """CSV export of admin change lists: the rows the current filters and search select, streamed.
 
-A year of 1,000 partners is 365,000 rows: the export walks ``values_list(...).iterator()`` and the shared
-writer (``csv_export``) yields encoded lines as it goes, so memory stays flat whatever the size. Files start
-with a UTF-8 byte order mark so that spreadsheet programs read Chinese names right.
+A year of 1,000 partners is 365,000 rows. ``QuerySet.iterator()`` would not bound memory on MySQL (mysqlclient
+reads the whole result set into the client), so the export reads the rows in key order, ``CHUNK_ROWS`` at a
+time (``WHERE pk > last ORDER BY pk LIMIT n``: each chunk is one index range), and the shared writer
+(``csv_export``) yields encoded lines as it goes. Memory stays flat whatever the size; the file lists the rows
+in the order they were stored. Files start with a UTF-8 byte order mark so that spreadsheets read Chinese right.
 """
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG
@@ -39,6 +41,20 @@ def csv_download(
         bom=True,
         excel_safe=True,
     )
+
+
+def keyset_rows(queryset, lookups: Sequence[str], *, chunk: int = CHUNK_ROWS) -> Iterator[tuple]:
+    """Yield ``values_list(*lookups)`` of every row of ``queryset`` in primary-key order, one chunk per query."""
+    ordered = queryset.order_by("pk")
+    last = None
+    while True:
+        page = ordered if last is None else ordered.filter(pk__gt=last)
+        rows = list(page.values_list("pk", *lookups)[:chunk])
+        for row in rows:
+            yield row[1:]
+        if len(rows) < chunk:
+            return
+        last = rows[-1][0]
 
 
 class CsvExportMixin:
@@ -81,7 +97,7 @@ class CsvExportMixin:
             return HttpResponseRedirect(f"{changelist_url}?{ERROR_FLAG}=1")
         queryset = changelist.get_queryset(request)
         lookups = [lookup for _title, lookup in self.csv_fields]
-        rows = map(self.csv_row, queryset.values_list(*lookups).iterator(chunk_size=CHUNK_ROWS))
+        rows = map(self.csv_row, keyset_rows(queryset, lookups))
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M")
         return csv_download(
             rows,

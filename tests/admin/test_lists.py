@@ -94,3 +94,33 @@ def test_dead_letter_csv_and_an_unknown_filter(boss, two_days):
     lines = csv_of(boss, "/admin/stats/deadletter/export.csv", {"reason__exact": "unknown_partner"})
     assert len(lines) == 2 and ",unknown_partner," in lines[1]
     assert boss.get("/admin/stats/deadletter/export.csv", {"nope__exact": "1"}).status_code == 302
+
+
+def test_daily_csv_of_many_rows_reads_them_in_bounded_chunks(boss, settings):
+    """A year of partners must not sit in memory: the export reads 2,000 rows per query, never all at once."""
+    import datetime as dt
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from stats.models import DailyStat
+    from tests.factories import create_partner
+
+    partners = [create_partner(f"P{n:03d}") for n in range(25)]
+    first = dt.date(2026, 1, 1)
+    DailyStat.objects.bulk_create(
+        [
+            DailyStat(partner=p, date=first + dt.timedelta(days=d), pv=d + 1, uv=1)
+            for d in range(200)
+            for p in partners
+        ],
+        batch_size=1000,
+    )  # 5,000 rows
+    response = boss.get(DAILY + "export.csv", {"partner__level__exact": "1"})
+    with CaptureQueriesContext(connection) as queries:
+        body = b"".join(response.streaming_content).decode("utf-8-sig").splitlines()
+    assert len(body) == 1 + 5000
+    assert sum(int(line.split(",")[4]) for line in body[1:]) == 25 * sum(range(1, 201))
+    reads = [q["sql"] for q in queries.captured_queries if "stats_dailystat" in q["sql"]]
+    assert len(reads) == 3  # 2,000 + 2,000 + 1,000 rows
+    assert all("LIMIT 2000" in sql for sql in reads)
