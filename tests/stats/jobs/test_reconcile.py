@@ -120,3 +120,23 @@ def test_reconcile_waits_for_a_running_flush_then_writes():
     flusher.join()
     assert finished > released_at[0]  # it waited for the flush instead of writing beside it
     assert (daily("B", DAY).pv, daily("B", DAY).reconciled_at) == (1, LATER)
+
+
+def test_users_are_told_apart_byte_for_byte_and_bots_do_not_split_them():
+    create_tree()
+    feed(
+        [
+            pv_event(NOON, "A1a", "o-ab"),
+            pv_event(NOON, "A1a", "O-AB"),  # another user: openids are case-sensitive, as in Redis
+            pv_event(NOON, "A2", "o-ab", ua="Baiduspider"),  # a bot borrowing a user's openid
+            pv_event(NOON, "A2", "o-ab"),
+            pv_event(NOON, "A1", "o-ab "),  # a trailing space is another openid too
+            pv_event(NOON, "B", ""),  # no openid: a page view, no user
+        ],
+        now=NOON,
+    )
+    reconcile(day=DAY, now=LATER)
+    assert (daily("A", DAY).pv, daily("A", DAY).uv) == (4, 3)
+    assert (daily("A1", DAY).uv, daily("A1", DAY).uv_self, daily("A1a", DAY).uv) == (3, 1, 2)
+    assert (daily("A2", DAY).pv, daily("A2", DAY).uv, daily("A2", DAY).bot_pv) == (1, 1, 1)
+    assert (daily("B", DAY).pv, daily("B", DAY).uv) == (1, 0)
