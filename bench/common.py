@@ -198,6 +198,17 @@ class Ingest:
                 )
 
 
+def archive_simulated(*, day: dt.date, events: int, users: int, batch: int, chunk: int = 100_000) -> int:
+    """Archive ``events`` simulated messages of ``day`` in-process (parse, then the archive's ``store`` per
+    batch), for a reconcile run without the consume benchmark before it. Return the raw events stored."""
+    ingest = Ingest()
+    for seed, start in enumerate(range(0, events, chunk), start=100):
+        values = simulate_values(events=min(chunk, events - start), seed=seed, users=users, day=day)
+        for first in range(0, len(values), batch):
+            ingest.archive(ingest.parse(values[first : first + batch]))
+    return raw_event_count(day)
+
+
 def raw_event_count(day: dt.date | None = None) -> int:
     rows = RawEvent.objects.all()
     return (rows.filter(day=day) if day else rows).count()

@@ -306,6 +306,11 @@ def reconcile_rows(env: Environment, sizes, *, day: dt.date) -> list[Row]:
     import common
 
     raw = common.raw_event_count(day)
+    if not raw:  # run without the consume benchmark (--only reconcile): archive the same traffic in-process
+        log.info("reconcile: archiving %s simulated events of %s first", f"{sizes.consume_events:,}", day)
+        raw = common.archive_simulated(
+            day=day, events=sizes.consume_events, users=sizes.users, batch=sizes.batch
+        )
     log.info("reconcile %s over %s raw events (manage.py reconcile)", day, f"{raw:,}")
     with Timer() as timer:
         env.manage(
