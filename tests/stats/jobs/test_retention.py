@@ -39,6 +39,7 @@ def test_purge_drops_raw_events_past_retention_in_chunks_and_keeps_reconciled_da
     assert DailyStat.objects.get(partner__code="A", date=OLD_DAY).pv == 7  # the reconciled day stays
 
 
+@pytest.mark.time_machine("2026-11-21T12:00:00+08:00", tick=False)  # dead letters are received at NOW
 def test_purge_drops_dead_letters_past_their_retention():
     feed([b"{bad json", b"[1]"], now=NOW)
     DeadLetter.objects.filter(reason="not_json").update(received_at=NOW - dt.timedelta(days=91))
