@@ -1,5 +1,6 @@
 """What ``scripts/demo`` loads into an empty installation."""
 
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from partners.services import partners_import_csv
 from stats.devtools.producer import write_to_file
 from stats.devtools.simulate import simulate_events
 from stats.jobs.flush import flush
+from stats.jobs.reconcile import reconcile
 from stats.models import DailyStat
 from stats.pipeline.consumer import StopFlag, consume_file
 
@@ -23,10 +25,20 @@ DEMO_USER = ("demo", "demo")
 DEMO_EVENTS = 50_000
 
 
+def _replay(*, day: dt.date, events: int, until: dt.datetime | None):
+    """Simulate a day's traffic and count it the way production does, replayed from a file."""
+    path = settings.RUN_DIR / f"demo-events-{day:%Y%m%d}.jsonl"
+    logger.info("simulating %d events of %s and consuming them", events, day)
+    values, _ = simulate_events(events=events, day=day, users=max(events // 6, 1), until=until)
+    write_to_file(path, values)
+    return consume_file(path, batch_size=2000, stop=StopFlag())
+
+
 def seed_demo(*, events: int = DEMO_EVENTS) -> str:
     """Load the sample tree, the demo superuser and today's synthetic traffic when missing; return a summary.
 
-    The traffic runs from midnight until now, so the dashboard the demo opens on has a day to show.
+    Today's traffic runs from midnight until now, so the dashboard the demo opens on has a day to show;
+    yesterday's (a fifth as much) is reconciled.
     """
     loaded = 0
     if not Partner.objects.exists():
@@ -35,17 +47,22 @@ def seed_demo(*, events: int = DEMO_EVENTS) -> str:
     if not user_model.objects.filter(username=DEMO_USER[0]).exists():
         user_model.objects.create_superuser(DEMO_USER[0], "demo@example.com", DEMO_USER[1])
     now = timezone.now()
+    today = local_day(now)
+    yesterday = today - dt.timedelta(days=1)
+    earlier = "kept"
+    if not DailyStat.objects.filter(date=yesterday).exists():
+        # Yesterday, flushed then reconciled as the nightly job would: the dashboard shows a second day and the
+        # drift panel has a reconciled day to show.
+        result = _replay(day=yesterday, events=events // 5, until=None)
+        flush(include_open=True)
+        reconcile(day=yesterday, now=now)
+        earlier = result.summary()
     traffic = "kept"
-    if not DailyStat.objects.filter(date=local_day(now)).exists():
-        # The same path production takes, replayed from a file: parse, archive, Redis, then flush to SQL.
-        path = settings.RUN_DIR / f"demo-events-{local_day(now):%Y%m%d}.jsonl"
-        logger.info("simulating %d events of today and consuming them", events)
-        values, _ = simulate_events(events=events, day=local_day(now), users=max(events // 6, 1), until=now)
-        write_to_file(path, values)
-        result = consume_file(path, batch_size=2000, stop=StopFlag())
+    if not DailyStat.objects.filter(date=today).exists():
+        result = _replay(day=today, events=events, until=now)
         flush(include_open=True)
         traffic = result.summary()
     return (
         f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser {DEMO_USER[0]}/{DEMO_USER[1]}; "
-        f"today's traffic: {traffic}"
+        f"yesterday's traffic: {earlier}; today's traffic: {traffic}"
     )
