@@ -44,9 +44,12 @@ def _purge(*, now: dt.datetime) -> PurgeResult:
     raw = get_archive().purge_before(archive_cutoff(local_day(now)), chunk=CHUNK)
     letters_cutoff = now - dt.timedelta(days=stats_setting("DEAD_LETTER_RETENTION_DAYS"))
     old_letters = DeadLetter.objects.filter(received_at__lt=letters_cutoff)
-    letters = 0
+    letters = chunks = 0
     while ids := list(old_letters.values_list("pk", flat=True)[:CHUNK]):
         letters += DeadLetter.objects.filter(pk__in=ids).delete()[0]
+        chunks += 1
+        if chunks % 20 == 0:  # a long purge shows progress
+            logger.info("purged %d dead letters so far", letters)
     result = PurgeResult(raw, letters)
     logger.info(result.summary())
     return result
