@@ -86,7 +86,7 @@ def assert_counted_exactly(
     rows = flushed({day})
     got = {code: (rows[code].pv, rows[code].pv_self) for code in truth.pv if code in rows}
     expected = {code: (truth.pv[code], truth.pv_self[code]) for code in truth.pv}
-    assert got == expected
+    assert got == expected, f"(pv, pv_self) per partner: counted {got}, expected {expected}"
     for code in truth.pv:
         true_uv = len(truth.users[code])
         assert abs(rows[code].uv - true_uv) <= max(2, uv_tolerance * true_uv), (code, rows[code].uv, true_uv)
