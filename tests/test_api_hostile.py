@@ -305,6 +305,21 @@ def test_an_authenticated_user_is_throttled_at_the_user_rate(staff, rates):
     assert [staff.get(API + "partners/").status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
+def test_each_portal_token_is_throttled_at_the_portal_rate_and_staff_at_theirs(tree, staff, rates):
+    rates(portal="2/min", user="100/min")
+    a1 = APIClient()
+    a1.credentials(HTTP_AUTHORIZATION=f"Token {portal_token_issue(partner=tree['A1'])}")
+    b = APIClient()
+    b.credentials(HTTP_AUTHORIZATION=f"Token {portal_token_issue(partner=tree['B'])}")
+    assert [a1.get(API + "partners/").status_code for _ in range(3)] == [200, 200, 429]
+    refused = a1.get(API + "partners/A1/stats/")
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 60
+    assert refused.json()["error"] == "throttled"
+    # Another portal's token has its own allowance, and staff are held to the user rate only.
+    assert [b.get(API + "partners/").status_code for _ in range(2)] == [200, 200]
+    assert {staff.get(API + "partners/").status_code for _ in range(5)} == {200}
+
+
 def test_throttle_history_lives_under_the_tests_own_key_prefix(staff, redis_prefix):
     staff.get(API + "partners/")
     pk = get_user_model().objects.get(username="staff").pk

@@ -49,12 +49,12 @@ def test_memory_stays_flat_as_rows_grow_from_ten_thousand_to_365_thousand():
 
 
 def test_the_lines_are_rfc4180_csv_with_the_header_first():
-    rows = [("2026-11-21", "P001", 12, 3), ("2026-11-22", 'Say "hi", please', 0, 0)]
+    rows = [("2026-11-21", "P001", 12, True), ("2026-11-22", 'Say "hi", please', None, False)]
     lines = list(csv_lines(rows, header=HEADER))
     assert lines == [
         b"date,partner,pv,uv\r\n",
-        b"2026-11-21,P001,12,3\r\n",
-        b'2026-11-22,"Say ""hi"", please",0,0\r\n',
+        b"2026-11-21,P001,12,true\r\n",
+        b'2026-11-22,"Say ""hi"", please",,false\r\n',
     ]
 
 
@@ -94,8 +94,8 @@ def test_each_stats_endpoint_answers_the_same_rows_as_csv():
     stats = read_csv(client.get("/api/v1/partners/A/stats/?start=2026-11-20&end=2026-11-21&format=csv"))
     assert stats == [
         ["partner", "date", "pv", "uv", "pv_self", "uv_self", "reconciled"],
-        ["A", "2026-11-20", "0", "0", "0", "0", "False"],
-        ["A", "2026-11-21", "3", "3", "0", "0", "False"],
+        ["A", "2026-11-20", "0", "0", "0", "0", "false"],
+        ["A", "2026-11-21", "3", "3", "0", "0", "false"],
     ]
     buckets = read_csv(client.get("/api/v1/partners/A1/buckets/?date=2026-11-21&format=csv"))
     assert buckets[0] == ["start", "pv", "pv_self"] and len(buckets) == 1 + 288

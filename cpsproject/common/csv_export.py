@@ -6,7 +6,7 @@ One writer for the API (``?format=csv``) and the admin's exports::
     csv_response(rows, header=[...], filename="x.csv")   # a StreamingHttpResponse of those lines
 
 ``rows`` is any iterable of sequences (a generator or a queryset's ``.values_list(...).iterator()`` keeps it
-lazy). ``bom=True`` starts the file with a UTF-8 byte-order mark, so Excel reads Chinese partner names as
+lazy); ``None`` is an empty cell, booleans are ``true``/``false``. ``bom=True`` starts the file with a UTF-8 byte-order mark, so Excel reads Chinese partner names as
 UTF-8; ``excel_safe=True`` defuses text cells that Excel would run as a formula (``=``, ``+``, ``-``, ``@``).
 """
 
@@ -32,8 +32,12 @@ class _Echo:
         return value
 
 
-def _defused(row: Sequence[object]) -> list[object]:
-    return [f"'{v}" if isinstance(v, str) and v.startswith(_FORMULA_START) else v for v in row]
+def _cells(row: Sequence[object], excel_safe: bool) -> list[object]:
+    """Booleans as JSON writes them (``true``/``false``, not Python's ``True``); formulas defused if asked."""
+    cells = ["true" if v is True else "false" if v is False else v for v in row]
+    if excel_safe:
+        cells = [f"'{v}" if isinstance(v, str) and v.startswith(_FORMULA_START) else v for v in cells]
+    return cells
 
 
 def csv_lines(
@@ -48,7 +52,7 @@ def csv_lines(
     writer = csv.writer(_Echo())
     yield ((BOM if bom else "") + writer.writerow(header)).encode(encoding)
     for row in rows:
-        yield writer.writerow(_defused(row) if excel_safe else row).encode(encoding)
+        yield writer.writerow(_cells(row, excel_safe)).encode(encoding)
 
 
 def chunked(lines: Iterable[bytes], size: int = CHUNK_BYTES) -> Iterator[bytes]:

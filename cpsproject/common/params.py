@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse
+from django.utils.translation import gettext
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import parsers
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -81,9 +82,11 @@ def max_range_days() -> int:
 
 def _check_range(start: object, end: object, days: float, max_days: int) -> None:
     if end < start:
-        raise ValidationError({"end": "end must not be before start."})
+        raise ValidationError({"end": gettext("end must not be before start.")})
     if days > max_days:
-        raise ValidationError({"end": f"start..end may cover at most {max_days} days."})
+        raise ValidationError(
+            {"end": gettext("start..end may cover at most %(days)d days.") % {"days": max_days}}
+        )
 
 
 def date_range_params(
@@ -260,9 +263,25 @@ _ERROR_TEXT = {
 }
 
 
+_ERROR_EXAMPLE = {
+    400: {
+        "error": "invalid",
+        "detail": "end must not be before start.",
+        "end": ["end must not be before start."],
+    },
+    403: {"error": "not_authenticated", "detail": "Authentication credentials were not provided."},
+    404: {"error": "not_found", "detail": "No such partner."},
+    429: {"error": "throttled", "detail": "Request was throttled. Expected available in 12 seconds."},
+}
+
+
 def error_responses(*statuses: int) -> dict:
     """The documented error responses for ``statuses`` (403 and 429 are always possible); errors are JSON."""
     return {
-        (status, "application/json"): OpenApiResponse(response=ERROR_SCHEMA, description=_ERROR_TEXT[status])
+        (status, "application/json"): OpenApiResponse(
+            response=ERROR_SCHEMA,
+            description=_ERROR_TEXT[status],
+            examples=[OpenApiExample(f"{status}", value=_ERROR_EXAMPLE[status], status_codes=[status])],
+        )
         for status in sorted({*statuses, 403, 429})
     }

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from django.http import HttpResponseBase
 from django.utils import timezone
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view, renderer_classes
@@ -302,7 +303,7 @@ def series(request: Request) -> Response | HttpResponseBase:
     elif request.user.is_staff:
         code, counter = ALL_TRAFFIC, ALL_TRAFFIC
     else:
-        raise ValidationError({"partner": "partner is required with a portal token."})
+        raise ValidationError({"partner": gettext("partner is required with a portal token.")})
     start, end = moment_range_params(
         params,
         default_end=timezone.now(),
@@ -312,8 +313,11 @@ def series(request: Request) -> Response | HttpResponseBase:
     if samples > MAX_POINTS:
         raise ValidationError(
             {
-                "start": f"start..end holds {samples} samples at precision {precision}, more than {MAX_POINTS}: "
-                "shorten the range or choose a coarser precision."
+                "start": gettext(
+                    "start..end holds %(samples)d samples at precision %(precision)d, more than %(most)d: "
+                    "shorten the range or choose a coarser precision."
+                )
+                % {"samples": samples, "precision": precision, "most": MAX_POINTS}
             }
         )
     points = read_series(counter=counter, precision=precision, start=start, end=end)
