@@ -14,7 +14,7 @@ from kafka.errors import KafkaError
 from cpsproject.common import faults
 from stats.conf import stats_setting
 from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
-from stats.pipeline.isolation import StopRequested
+from stats.pipeline.isolation import Backoff, StopRequested
 
 logger = logging.getLogger(__name__)
 
@@ -116,16 +116,31 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
         heartbeat_interval_ms=max(500, session_ms // 6),
         max_poll_records=batch_size,
         max_partition_fetch_bytes=4 * 1024 * 1024,
+        # A missing topic is an operator's job to create with its partition count; a consumer's metadata
+        # request must not create it with the broker's default (after a broker lost its data, say).
+        allow_auto_create_topics=False,
     )
     consumer.subscribe([topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic))
     directory = PartnerDirectory()
     total = BatchResult()
     idle = IdleClock(exit_when_idle)
+    backoff = Backoff(cap=5.0)
     stopping = stop.is_set
     try:
         while not stop.stopping:
             began = time.monotonic()
-            polled = consumer.poll(timeout_ms=500, max_records=batch_size)
+            try:
+                polled = consumer.poll(timeout_ms=500, max_records=batch_size)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                # The broker is away (a restart, the network): kafka-python raises from a rejoin it cannot
+                # finish. No batch is in hand, so wait and poll again, as for any other outage.
+                delay = backoff.next_delay()
+                logger.warning("Kafka unavailable (%s); polling again in %.1f s", exc, delay)
+                time.sleep(delay)
+                continue
+            backoff = Backoff(cap=5.0)
             messages = [
                 Message(source=tp.topic, partition=tp.partition, offset=record.offset, value=record.value)
                 for tp, records in polled.items()

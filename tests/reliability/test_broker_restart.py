@@ -4,13 +4,16 @@ The tansu build the tests use stores topics in memory only (``tansu broker --hel
 its ``sqlite``/``slatedb`` engines are not compiled in, and no S3 server runs here), so a restart loses the
 topic. A production Kafka keeps its log across a restart; the test stands for that by producing the identical
 log again (the same values, in the same order, to the same partitions) as soon as the broker is back, so every
-offset means what it meant before. "Resume" then means what it means in production: the consumer, told
+offset means what it meant before. The consumer faces the dead broker for a few seconds, then is frozen while
+the topic is rebuilt, because tansu auto-creates a topic that a client asks about (with its default partition
+count), whatever the client's ``allow_auto_topic_creation`` says. "Resume" then means what it means in production: the consumer, told
 nothing, reconnects, rejoins the group (whose state the broker also lost) and continues each partition from the
 offset stored in Redis with its counters: not from zero (counting twice) and not from the end (losing events).
 """
 
 import logging
 import signal
+import time
 import uuid
 
 import pytest
@@ -27,6 +30,8 @@ from tests.reliability.procs import Children, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
+
+DOWN_SECONDS = 4
 
 
 def test_broker_restarted_mid_stream_the_consumer_reconnects_and_resumes_from_stored_offsets(
@@ -50,9 +55,18 @@ def test_broker_restarted_mid_stream_the_consumer_reconnects_and_resumes_from_st
         )
         private_broker.stop()
         at_stop = counted_in_redis(settings)
-        private_broker.start()
-        create_topic(private_broker.address, settings.KAFKA_TOPIC)
-        produce(private_broker.address, settings.KAFKA_TOPIC, values)
+        # The consumer faces a dead broker for a while: it must keep trying, not crash.
+        time.sleep(DOWN_SECONDS)
+        assert consumer.alive(), consumer.stderr()[-3000:]
+        # Frozen while the topic is rebuilt: its metadata requests would otherwise auto-create the topic
+        # (tansu does so whatever the client asks) with the broker's default partition count.
+        consumer.process.send_signal(signal.SIGSTOP)
+        try:
+            private_broker.start()
+            create_topic(private_broker.address, settings.KAFKA_TOPIC)
+            produce(private_broker.address, settings.KAFKA_TOPIC, values)
+        finally:
+            consumer.process.send_signal(signal.SIGCONT)
         log.info(
             "broker restart: broker killed after %d of %d messages were counted, started again, log re-produced",
             at_stop,
