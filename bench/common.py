@@ -43,6 +43,7 @@ from cpsproject.common.timeutil import (  # noqa: E402
 )
 from loginlog import keys as login_keys  # noqa: E402
 from loginlog.bitmaps import month_bits_to_mask  # noqa: E402
+from loginlog.selectors import active_page as _active_page  # noqa: E402
 from loginlog.selectors import active_user_ids as _active_user_ids  # noqa: E402
 from partners.models import Partner  # noqa: E402
 from partners.services import portal_token_issue  # noqa: E402
@@ -445,6 +446,14 @@ def _month_bitmap(mask: int) -> bytes:
 def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int]:
     """Query 6 of the fourth design document: ids of users active from ``start`` to ``end``."""
     return _active_user_ids(user_type=user_type, start=start, end=end)
+
+
+def active_page(
+    *, user_type: str, start: dt.date, end: dt.date, offset: int, limit: int
+) -> tuple[int, list[int]]:
+    """What ``GET logins/active/`` serves: the count of active users and one page of their ids."""
+    count, page = _active_page(user_types=[user_type], start=start, end=end, offset=offset, limit=limit)
+    return count, [user_id for _, user_id in page]
 
 
 def active_users_by_key_scan(*, user_type: str, start: dt.date, end: dt.date) -> int:
