@@ -10,6 +10,19 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+# Resolved values per (setting, option). The consumer reads options per event; settings change only through
+# override_settings (tests) or a restart, and setting_changed clears the cache then.
+_resolved: dict[tuple[str, str], Any] = {}
+
+
+def _forget(*, setting: str, **kwargs) -> None:
+    for cached in [k for k in _resolved if k[0] == setting]:
+        del _resolved[cached]
+
+
+setting_changed.connect(_forget)
 
 
 @dataclass(frozen=True)
@@ -33,10 +46,15 @@ class AppSettings:
     checks: Mapping[str, Check] = field(default_factory=dict)
 
     def __call__(self, name: str) -> Any:
+        try:
+            return _resolved[(self.setting, name)]
+        except KeyError:
+            pass
         if name not in self.defaults:
             raise ImproperlyConfigured(f"{self.setting}[{name!r}] is not an option of this app")
         value = getattr(settings, self.setting, {}).get(name, self.defaults[name])
         check = self.checks.get(name)
         if check and not check.test(value):
             raise ImproperlyConfigured(f"{self.setting}[{name!r}] must be {check.expected}, not {value!r}")
+        _resolved[(self.setting, name)] = value
         return value

@@ -14,11 +14,24 @@ MULTI/EXEC, and scripts touch several keys at once. Each app builds its own keys
                                        Django's cache, which stores it under its own ":1:" version prefix
 """
 
+from functools import cache
+
 from django.conf import settings
+from django.core.signals import setting_changed
 
 
+@cache
 def prefix() -> str:
     return "{" + settings.CPS_REDIS_PREFIX + "}"
+
+
+def _forget_prefix(*, setting: str, **kwargs) -> None:
+    # Built once per process (the consumer builds keys per event); tests give each test its own prefix.
+    if setting == "CPS_REDIS_PREFIX":
+        prefix.cache_clear()
+
+
+setting_changed.connect(_forget_prefix)
 
 
 def lock(name: str) -> str:
