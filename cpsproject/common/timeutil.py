@@ -80,3 +80,57 @@ def epoch(moment: dt.datetime) -> int:
 
 def from_epoch(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=UTC)
+
+
+class BatchClock:
+    """Business-time arithmetic on epoch seconds for one batch of events, with the zone consulted rarely.
+
+    A batch holds thousands of timestamps in a few minutes or days; converting each to a zoned datetime costs
+    more than everything else the counters do. The zone's offset is looked up once per quarter hour of epoch
+    time, and cached only when the quarter starts and ends with the same offset, so a quarter that holds a
+    DST change (or any other offset change) is computed per moment and stays exact.
+    """
+
+    QUARTER = 900
+
+    def __init__(self) -> None:
+        self._zone = business_tz()
+        self._offsets: dict[int, int | None] = {}
+        self._minute_stamps: dict[int, str] = {}
+        self._day_stamps: dict[int, str] = {}
+
+    def _offset_at(self, seconds: int) -> int:
+        return int(dt.datetime.fromtimestamp(seconds, tz=self._zone).utcoffset().total_seconds())
+
+    def offset(self, seconds: int) -> int:
+        """Seconds the business time zone is ahead of UTC at epoch ``seconds``."""
+        quarter = seconds // self.QUARTER
+        try:
+            cached = self._offsets[quarter]
+        except KeyError:
+            start = quarter * self.QUARTER
+            first, last = self._offset_at(start), self._offset_at(start + self.QUARTER - 1)
+            cached = self._offsets[quarter] = first if first == last else None
+        return self._offset_at(seconds) if cached is None else cached
+
+    def floor(self, seconds: int, period: int) -> int:
+        """Epoch start of the local ``period`` holding ``seconds`` (as ``floor_local``)."""
+        return floor_epoch(seconds, period, self.offset(seconds))
+
+    def stamp_minute(self, seconds: int) -> str:
+        """``yyyyMMddHHmm`` of epoch ``seconds`` in business time (as ``stamp_minute``)."""
+        try:
+            return self._minute_stamps[seconds]
+        except KeyError:
+            wall = dt.datetime.fromtimestamp(seconds + self.offset(seconds), tz=UTC)
+            stamp = self._minute_stamps[seconds] = wall.strftime("%Y%m%d%H%M")
+            return stamp
+
+    def day_stamp(self, seconds: int) -> str:
+        """``yyyyMMdd`` of the business day holding epoch ``seconds`` (as ``stamp_day(local_day(...))``)."""
+        wall_day = (seconds + self.offset(seconds)) // 86400
+        try:
+            return self._day_stamps[wall_day]
+        except KeyError:
+            stamp = self._day_stamps[wall_day] = dt.date.fromordinal(wall_day + 719163).strftime("%Y%m%d")
+            return stamp

@@ -40,6 +40,7 @@ _UNSTORABLE_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 class PageView:
     event_id: str
     ts: dt.datetime
+    seconds: int  # ts in whole epoch seconds: what the counters do their arithmetic on
     lineage: Lineage | None  # None: traffic with no partner
     openid: str
     is_bot: bool
@@ -172,6 +173,7 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     return PageView(
         event_id=envelope.event_id,
         ts=envelope.ts,
+        seconds=int(envelope.ts.timestamp()),
         lineage=lineage,
         openid=openid,
         is_bot=is_bot_user_agent(user_agent),

@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from cpsproject.common.timeutil import day_bounds, floor_local, local_day, stamp_day
+from cpsproject.common.timeutil import BatchClock, day_bounds, floor_local, local_day, stamp_day
 from tests.factories import SHANGHAI, at
 
 UTC = dt.UTC
@@ -55,3 +55,35 @@ def test_day_bounds_are_shanghai_midnights(day, start, end):
 )
 def test_floor_local_aligns_to_local_wall_clock(seconds, expected):
     assert floor_local(at("2026-11-21 13:47:31.250"), seconds) == at(expected).astimezone(SHANGHAI)
+
+
+# New York: clocks go 01:59:59 EST (-5) -> 03:00 EDT (-4) on 2026-03-08 and 01:59:59 EDT -> 01:00 EST on
+# 2026-11-01. Kolkata (+5:30) and Kathmandu (+5:45) have quarter-hour offsets.
+@pytest.mark.parametrize(
+    ("zone", "utc_moment", "bucket_stamp", "hour_start_utc", "day_stamp"),
+    [
+        ("America/New_York", "2026-03-08T06:59:59", "202603080155", "2026-03-08T06:00:00", "20260308"),
+        ("America/New_York", "2026-03-08T07:00:00", "202603080300", "2026-03-08T07:00:00", "20260308"),
+        ("America/New_York", "2026-11-01T05:59:59", "202611010155", "2026-11-01T05:00:00", "20261101"),
+        ("America/New_York", "2026-11-01T06:00:00", "202611010100", "2026-11-01T06:00:00", "20261101"),
+        ("America/New_York", "2026-11-01T04:30:00", "202611010030", "2026-11-01T04:00:00", "20261101"),
+        ("Asia/Kolkata", "2026-12-31T18:29:59", "202612312355", "2026-12-31T17:30:00", "20261231"),
+        ("Asia/Kolkata", "2026-12-31T18:30:00", "202701010000", "2026-12-31T18:30:00", "20270101"),
+        ("Asia/Kathmandu", "2027-01-01T00:14:00", "202701010555", "2026-12-31T23:15:00", "20270101"),
+        ("Asia/Shanghai", "2027-02-28T16:00:00", "202703010000", "2027-02-28T16:00:00", "20270301"),
+    ],
+)
+def test_batch_clock_agrees_with_the_zone_across_offset_changes(
+    settings, zone, utc_moment, bucket_stamp, hour_start_utc, day_stamp
+):
+    settings.TIME_ZONE = zone
+    seconds = int(dt.datetime.fromisoformat(utc_moment).replace(tzinfo=UTC).timestamp())
+    clock = BatchClock()
+    bucket = clock.floor(seconds, 300)
+    assert clock.stamp_minute(bucket) == bucket_stamp
+    assert clock.floor(seconds, 3600) == int(dt.datetime.fromisoformat(hour_start_utc + "+00:00").timestamp())
+    assert clock.day_stamp(seconds) == day_stamp
+    # the same answers as the zoned-datetime functions the read side uses
+    moment = dt.datetime.fromtimestamp(seconds, tz=UTC)
+    assert clock.floor(seconds, 300) == int(floor_local(moment, 300).timestamp())
+    assert clock.day_stamp(seconds) == stamp_day(local_day(moment))
