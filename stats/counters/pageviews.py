@@ -2,14 +2,13 @@
 
 import datetime as dt
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 
 from cpsproject.common import redis_keys
-from cpsproject.common.timeutil import floor_local, local_day, stamp_day, stamp_minute
+from cpsproject.common.timeutil import BatchClock, floor_local, stamp_minute
 from stats import keys
 from stats.conf import stats_setting
-from stats.counters.hincrby import queue_hincrby_many
 from stats.pipeline.events import PageView
 
 SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"
@@ -19,48 +18,75 @@ def bucket_start(moment: dt.datetime) -> dt.datetime:
     return floor_local(moment, stats_setting("BUCKET_SECONDS"))
 
 
+# KEYS: the bucket hashes, then the bucket index. ARGV: the batch's generation, the safety TTL, then per bucket
+# its index score (yyyyMMddHHmm) and its tree, self and bot increments. A bucket the script creates gets its
+# generation, TTL and index entry once; later batches only increment it (flush deletes key and entry together).
+_ADD_TO_BUCKETS = """
+local index = KEYS[#KEYS]
+local generation, ttl = ARGV[1], ARGV[2]
+for i = 1, #KEYS - 1 do
+  local key, at = KEYS[i], 4 * i - 1
+  if ARGV[at + 1] ~= '0' then redis.call('HINCRBY', key, 'tree', ARGV[at + 1]) end
+  if ARGV[at + 2] ~= '0' then redis.call('HINCRBY', key, 'self', ARGV[at + 2]) end
+  if ARGV[at + 3] ~= '0' then redis.call('HINCRBY', key, 'bot', ARGV[at + 3]) end
+  if redis.call('HSETNX', key, 'gen', generation) == 1 then
+    redis.call('EXPIRE', key, ttl)
+    redis.call('ZADD', index, ARGV[at], key)
+  end
+end
+redis.call('EXPIRE', index, ttl)
+return #KEYS - 1
+"""
+
+# Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
+BUCKETS_PER_CALL = 5000
+
+
 def queue_page_views(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
-    """Pre-aggregate ``views`` in memory and queue one command per distinct key on ``pipe``.
+    """Pre-aggregate ``views`` in memory and queue a few commands per batch on ``pipe``.
 
     Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
     bot traffic only in ``bot`` of its own partner. Traffic with no partner counts under ``keys.NO_PARTNER``.
     """
-    generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
-    increments: Counter[tuple[str, str]] = Counter()
-    scores: dict[str, int] = {}
-    visitors: defaultdict[str, set[str]] = defaultdict(set)
-    uv_keys_by_day: defaultdict[str, set[str]] = defaultdict(set)
+    clock = BatchClock()
+    period = stats_setting("BUCKET_SECONDS")
+    no_partner = (keys.NO_PARTNER,)
+    # (code, bucket start) -> [tree, self, bot]
+    buckets: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
     for view in views:
-        stamp = stamp_minute(bucket_start(view.ts))
-        chain = view.lineage.codes if view.lineage else (keys.NO_PARTNER,)
+        start = clock.floor(view.seconds, period)
+        chain = view.lineage.codes if view.lineage else no_partner
         own = chain[-1]
-        own_key = keys.pv_bucket(own, stamp)
-        scores[own_key] = int(stamp)
         if view.is_bot:
-            increments[(own_key, BOT)] += 1
+            buckets[(own, start)][2] += 1
             continue
-        increments[(own_key, SELF)] += 1
-        day = stamp_day(local_day(view.ts))
-        if view.openid:
-            visitors[keys.uv_day(own, day, SELF)].add(view.openid)
+        buckets[(own, start)][1] += 1
         for code in chain:
-            tree_key = keys.pv_bucket(code, stamp)
-            scores[tree_key] = int(stamp)
-            increments[(tree_key, TREE)] += 1
-            if view.openid:
-                visitors[keys.uv_day(code, day, TREE)].add(view.openid)
+            buckets[(code, start)][0] += 1
+        if view.openid:
+            day = clock.day_stamp(view.seconds)
+            visitors[(own, day, SELF)].add(view.openid)
+            for code in chain:
+                visitors[(code, day, TREE)].add(view.openid)
     ttl = keys.realtime_ttl()
-    queue_hincrby_many(pipe, increments, ttl=lambda key: ttl)
-    for key in scores:
-        pipe.hsetnx(key, GEN, generation)
-    if scores:
-        pipe.zadd(keys.pv_index(), scores)
-        pipe.expire(keys.pv_index(), ttl)
-    for key, openids in visitors.items():
+    if buckets:
+        add = pipe.register_script(_ADD_TO_BUCKETS)
+        generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
+        items = list(buckets.items())
+        for first in range(0, len(items), BUCKETS_PER_CALL):
+            bucket_keys, args = [], [generation, ttl]
+            for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
+                stamp = clock.stamp_minute(start)
+                bucket_keys.append(keys.pv_bucket(code, stamp))
+                args += (stamp, tree, own, bot)
+            add(keys=[*bucket_keys, keys.pv_index()], args=args, client=pipe)
+    uv_keys_by_day: defaultdict[str, list[str]] = defaultdict(list)
+    for (code, day, scope), openids in visitors.items():
+        key = keys.uv_day(code, day, scope)
         pipe.pfadd(key, *openids)
         pipe.expire(key, ttl)
-        day = keys.parse_uv_day(key)[1]
-        uv_keys_by_day[day].add(key)
+        uv_keys_by_day[day].append(key)
     for day, uv_keys in uv_keys_by_day.items():
         pipe.sadd(keys.uv_index(day), *uv_keys)
         pipe.zadd(keys.uv_days(), {day: int(day)})

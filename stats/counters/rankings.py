@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import epoch, floor_local
+from cpsproject.common.timeutil import BatchClock, epoch, floor_local
 from stats import keys
 from stats.conf import stats_setting
-from stats.counters.hincrby import queue_hincrby_many
 from stats.pipeline.events import PageView
 
 SCOPES = ("tree", "self")
@@ -61,46 +60,55 @@ def _expire_script(client):
     return client.register_script(_EXPIRE_SLOTS)
 
 
+# KEYS: the window-scope's slot index and totals, then its slot hashes. ARGV: the safety TTL, each slot's start
+# epoch, then (slot number, partner, PV) triples. Slot and total move together, so totals == sum of live slots.
+_ADD_TO_SLOTS = """
+local slots = #KEYS - 2
+for i = slots + 2, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[2 + tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+  redis.call('ZINCRBY', KEYS[2], ARGV[i + 2], ARGV[i + 1])
+end
+for i = 1, slots do
+  redis.call('ZADD', KEYS[1], ARGV[1 + i], KEYS[2 + i])
+  redis.call('EXPIRE', KEYS[2 + i], ARGV[1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return (#ARGV - slots - 1) / 3
+"""
+
+
 def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     """Queue slot and total increments for every window and scope; expire due slots first."""
     expire = _expire_script(pipe)
-    counts: Counter[tuple[str, str, int, str]] = Counter()
+    add = pipe.register_script(_ADD_TO_SLOTS)
+    clock = BatchClock()
     views = [v for v in views if v.lineage and not v.is_bot]
     for window in windows().values():
         oldest = window.oldest_live_slot(now)
-        for scope in SCOPES:
-            expire(
-                keys=[keys.ranking_slots(window.name, scope), keys.ranking_total(window.name, scope)],
-                args=[oldest],
-                client=pipe,
-            )
+        ttl = keys.ranking_ttl(window.slot_seconds, window.slots)
+        # scope -> slot start -> partner -> PV
+        counts = {scope: defaultdict(Counter) for scope in SCOPES}
         for view in views:
-            slot = window.slot_of(view.ts)
+            slot = clock.floor(view.seconds, window.slot_seconds)
             if slot < oldest:
                 continue  # already outside the window
-            counts[(window.name, "self", slot, view.lineage.code)] += 1
+            counts["self"][slot][view.lineage.code] += 1
+            tree = counts["tree"][slot]
             for code in view.lineage.codes:
-                counts[(window.name, "tree", slot, code)] += 1
-    slot_increments: dict[tuple[str, str], int] = {}
-    totals: Counter[tuple[str, str, str]] = Counter()
-    slots: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-    for (window_name, scope, slot, code), amount in counts.items():
-        slot_key = keys.ranking_slot(window_name, scope, slot)
-        slot_increments[(slot_key, code)] = amount
-        totals[(window_name, scope, code)] += amount
-        slots[(window_name, scope)][slot_key] = slot
-    # Slot hashes and totals move in the same MULTI/EXEC, so totals always equal the sum of live slots.
-    ttls = {name: keys.ranking_ttl(w.slot_seconds, w.slots) for name, w in windows().items()}
-    # A slot key is "{P}:rank:{window}:...": its window names its TTL.
-    queue_hincrby_many(
-        pipe, slot_increments, ttl=lambda key: ttls[key.split(":rank:", 1)[1].split(":", 1)[0]]
-    )
-    for (window_name, scope, code), amount in totals.items():
-        pipe.zincrby(keys.ranking_total(window_name, scope), amount, code)
-    for (window_name, scope), slot_scores in slots.items():
-        pipe.zadd(keys.ranking_slots(window_name, scope), slot_scores)
-        pipe.expire(keys.ranking_slots(window_name, scope), ttls[window_name])
-        pipe.expire(keys.ranking_total(window_name, scope), ttls[window_name])
+                tree[code] += 1
+        for scope in SCOPES:
+            index, total = keys.ranking_slots(window.name, scope), keys.ranking_total(window.name, scope)
+            expire(keys=[index, total], args=[oldest], client=pipe)
+            by_slot = counts[scope]
+            if not by_slot:
+                continue
+            slot_keys = [keys.ranking_slot(window.name, scope, slot) for slot in by_slot]
+            args: list[int | str] = [ttl, *by_slot]
+            for number, partners in enumerate(by_slot.values(), 1):
+                for code, amount in partners.items():
+                    args += (number, code, amount)
+            add(keys=[index, total, *slot_keys], args=args, client=pipe)
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:

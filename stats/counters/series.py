@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import epoch, floor_epoch, floor_local, from_epoch, local_offset, to_local
+from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoch, to_local
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
@@ -45,28 +45,42 @@ def precisions() -> dict[int, int]:
 
 def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     """Queue the increment of every (precision, counter, sample) the batch touches."""
-    counts: Counter[tuple[int, str, int]] = Counter()
-    periods = list(precisions())
+    clock = BatchClock()
+    retention = precisions()
+    # per event: (counter, precision) pairs of its counters at every precision, sample start computed once
+    counts: Counter[tuple[str, int, int]] = Counter()
+    chains: dict[tuple[str, ...], tuple[str, ...]] = {}
     for view in views:
         if view.is_bot:
             continue
-        counters = [ALL_TRAFFIC] + [partner_counter(c) for c in (view.lineage.codes if view.lineage else ())]
-        seconds, offset = int(view.ts.timestamp()), local_offset(view.ts)
-        for precision in periods:
-            sample = floor_epoch(seconds, precision, offset)
+        codes = view.lineage.codes if view.lineage else ()
+        try:
+            counters = chains[codes]
+        except KeyError:
+            counters = chains[codes] = (ALL_TRAFFIC, *(partner_counter(code) for code in codes))
+        offset = clock.offset(view.seconds)
+        wall = view.seconds + offset
+        for precision in retention:
+            sample = wall - wall % precision - offset
             for counter in counters:
-                counts[(precision, counter, sample)] += 1
+                counts[(counter, precision, sample)] += 1
+    if not counts:
+        return
+    series_keys: dict[tuple[str, int], str] = {}
     increments: dict[tuple[str, str], int] = {}
-    known = set()
-    for (precision, counter, sample), amount in counts.items():
-        increments[(keys.series_hash(precision, counter), str(sample))] = amount
-        known.add(keys.series_member(precision, counter))
-    retention = precisions()
-    ttls = {keys.series_hash(p, c): keys.series_ttl(p, retention[p]) for p, c, _ in counts}
+    for (counter, precision, sample), amount in counts.items():
+        try:
+            key = series_keys[(counter, precision)]
+        except KeyError:
+            key = series_keys[(counter, precision)] = keys.series_hash(precision, counter)
+        increments[(key, str(sample))] = amount
+    ttls = {
+        key: keys.series_ttl(precision, retention[precision]) for (_, precision), key in series_keys.items()
+    }
     queue_hincrby_many(pipe, increments, ttl=ttls.__getitem__)
-    if known:
-        pipe.zadd(keys.series_known(), dict.fromkeys(known, 0))
-        pipe.expire(keys.series_known(), keys.LONG_TTL)
+    known = {keys.series_member(precision, counter): 0 for counter, precision in series_keys}
+    pipe.zadd(keys.series_known(), known)
+    pipe.expire(keys.series_known(), keys.LONG_TTL)
 
 
 def oldest_kept_sample(precision: int, now: dt.datetime) -> int:
