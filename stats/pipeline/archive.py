@@ -39,11 +39,6 @@ class DayCounts:
         return set(self.pv_self) | set(self.bot_pv) | set(self.pv_tree)
 
 
-def _db_datetime(moment: dt.datetime) -> dt.datetime:
-    """What the database driver takes for a DateTimeField (naive UTC on MySQL and SQLite with USE_TZ)."""
-    return connection.ops.adapt_datetimefield_value(moment)
-
-
 def _document(event: Event) -> dict:
     lineage = getattr(event, "lineage", None)
     return {
@@ -98,32 +93,79 @@ class SqlArchive(Archive):
     CHUNK = 1000
 
     def store(self, events: Iterable[Event]) -> None:
-        # One executemany of plain tuples: model instances and the ORM's SQL compiler cost more than the
-        # database spends on the insert. A repeated event_id is skipped by the database (replays are normal).
-        rows = []
-        for event in events:
-            doc = _document(event)
-            path = doc["path"] + ["", "", ""]
-            rows.append(
-                (
-                    doc["_id"],
-                    doc["type"],
-                    _db_datetime(doc["ts"]),
-                    doc["day"],
-                    doc["partner"],
-                    path[0],
-                    path[1],
-                    path[2],
-                    doc["openid"],
-                    doc["is_bot"],
-                    doc["payload"],
-                )
-            )
+        rows = [self._row(event) for event in events]
         if not rows:
             return
+        if connection.vendor == "mysql":
+            self._store_mysql(rows)
+            return
+        # SQLite's executemany binds plain tuples in C: nothing to gain by building the SQL.
         with connection.cursor() as cursor:
             for start in range(0, len(rows), self.CHUNK):
                 cursor.executemany(self._insert_ignoring_repeats(), rows[start : start + self.CHUNK])
+
+    @staticmethod
+    def _row(event: Event) -> tuple:
+        lineage = getattr(event, "lineage", None)
+        path = (*lineage.codes, "", "", "") if lineage else ("", "", "")
+        return (
+            event.event_id,
+            event.type,
+            # Naive UTC, as Django stores a DateTimeField with USE_TZ on MySQL and SQLite (events hold UTC).
+            event.ts.replace(tzinfo=None),
+            local_day(event.ts),
+            lineage.code if lineage else NO_PARTNER,
+            path[0],
+            path[1],
+            path[2],
+            getattr(event, "openid", ""),
+            getattr(event, "is_bot", False),
+            event.payload,
+        )
+
+    # mysqlclient's own executemany splits statements at about 1 MB too; events are at most MAX_EVENT_BYTES.
+    MAX_STATEMENT_BYTES = 1_000_000
+
+    def _store_mysql(self, rows: list[tuple]) -> None:
+        """Multi-row INSERTs built here: mysqlclient's executemany escapes every value through Python calls,
+        which cost more than MariaDB spends on the insert; partner codes and types repeat, so each distinct
+        string is escaped once per batch."""
+        with connection.cursor() as cursor:
+            db = connection.connection  # the MySQLdb connection, open now
+            head, tail = self._insert_ignoring_repeats().encode().split(b"VALUES", 1)
+            tail = tail.split(b")", 1)[1]  # what follows "(%s, …)": the ON DUPLICATE KEY clause
+            literals: dict[str, bytes] = {}
+
+            def text(value: str) -> bytes:
+                try:
+                    return literals[value]
+                except KeyError:
+                    quoted = literals[value] = db.string_literal(value.encode())
+                    return quoted
+
+            values: list[bytes] = []
+            size = 0
+            for event_id, kind, ts, day, partner, l1, l2, l3, openid, is_bot, payload in rows:
+                row = b"(%s,%s,'%s','%s',%s,%s,%s,%s,%s,%d,%s)" % (
+                    db.string_literal(event_id.encode()),
+                    text(kind),
+                    ts.isoformat(" ").encode(),
+                    day.isoformat().encode(),
+                    text(partner),
+                    text(l1),
+                    text(l2),
+                    text(l3),
+                    text(openid),
+                    is_bot,
+                    db.string_literal(payload.encode()),
+                )
+                values.append(row)
+                size += len(row)
+                if size > self.MAX_STATEMENT_BYTES:
+                    cursor.execute(head + b"VALUES " + b",".join(values) + tail)
+                    values, size = [], 0
+            if values:
+                cursor.execute(head + b"VALUES " + b",".join(values) + tail)
 
     def _insert_ignoring_repeats(self) -> str:
         quote = connection.ops.quote_name
