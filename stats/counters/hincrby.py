@@ -24,17 +24,24 @@ return (#ARGV - n) / 3
 MAX_PER_CALL = 20_000
 
 
-def queue_hincrby_many(pipe, increments: Mapping[tuple[str, str], int], *, ttl: Callable[[str], int]) -> None:
-    """Queue ``HINCRBY key field amount`` for every ``(key, field) -> amount`` as few script calls.
+def queue_hincrby_many(
+    pipe, hashes: Mapping[str, Mapping[str | int, int]], *, ttl: Callable[[str], int]
+) -> None:
+    """Queue ``HINCRBY key field amount`` for every ``key -> {field: amount}`` as few script calls.
 
     Every key touched gets (again) the safety TTL ``ttl(key)``, far beyond the job that consumes it.
     """
-    items = [(target, amount) for target, amount in increments.items() if amount]
     script = pipe.register_script(_HINCRBY_MANY)
-    for start in range(0, len(items), MAX_PER_CALL):
-        key_index: dict[str, int] = {}
-        args: list[int | str] = []
-        for (key, field), amount in items[start : start + MAX_PER_CALL]:
-            args += (key_index.setdefault(key, len(key_index) + 1), field, amount)
-        key_list = list(key_index)
-        script(keys=key_list, args=[ttl(key) for key in key_list] + args, client=pipe)
+    key_list: list[str] = []
+    triples: list[int | str] = []
+    for key, fields in hashes.items():
+        number = len(key_list) + 1
+        for field, amount in fields.items():
+            if amount:
+                triples += (number, field, amount)
+        key_list.append(key)
+        if len(triples) >= 3 * MAX_PER_CALL:
+            script(keys=key_list, args=[*map(ttl, key_list), *triples], client=pipe)
+            key_list, triples = [], []
+    if triples:
+        script(keys=key_list, args=[*map(ttl, key_list), *triples], client=pipe)

@@ -83,20 +83,21 @@ def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None
     expire = _expire_script(pipe)
     add = pipe.register_script(_ADD_TO_SLOTS)
     clock = BatchClock()
-    views = [v for v in views if v.lineage and not v.is_bot]
+    # Views of one partner in one second land in the same slot of every window: count them once.
+    per_second = Counter((v.lineage, v.seconds) for v in views if v.lineage and not v.is_bot)
     for window in windows().values():
         oldest = window.oldest_live_slot(now)
         ttl = keys.ranking_ttl(window.slot_seconds, window.slots)
         # scope -> slot start -> partner -> PV
         counts = {scope: defaultdict(Counter) for scope in SCOPES}
-        for view in views:
-            slot = clock.floor(view.seconds, window.slot_seconds)
+        for (lineage, seconds), n in per_second.items():
+            slot = clock.floor(seconds, window.slot_seconds)
             if slot < oldest:
                 continue  # already outside the window
-            counts["self"][slot][view.lineage.code] += 1
+            counts["self"][slot][lineage.code] += n
             tree = counts["tree"][slot]
-            for code in view.lineage.codes:
-                tree[code] += 1
+            for code in lineage.codes:
+                tree[code] += n
         for scope in SCOPES:
             index, total = keys.ranking_slots(window.name, scope), keys.ranking_total(window.name, scope)
             expire(keys=[index, total], args=[oldest], client=pipe)

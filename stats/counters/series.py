@@ -47,38 +47,39 @@ def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     """Queue the increment of every (precision, counter, sample) the batch touches."""
     clock = BatchClock()
     retention = precisions()
-    # per event: (counter, precision) pairs of its counters at every precision, sample start computed once
-    counts: Counter[tuple[str, int, int]] = Counter()
-    chains: dict[tuple[str, ...], tuple[str, ...]] = {}
-    for view in views:
-        if view.is_bot:
-            continue
-        codes = view.lineage.codes if view.lineage else ()
-        try:
-            counters = chains[codes]
-        except KeyError:
-            counters = chains[codes] = (ALL_TRAFFIC, *(partner_counter(code) for code in codes))
-        offset = clock.offset(view.seconds)
-        wall = view.seconds + offset
-        for precision in retention:
-            sample = wall - wall % precision - offset
-            for counter in counters:
-                counts[(counter, precision, sample)] += 1
-    if not counts:
+    # Events of one chain in one second share every sample: count them first, then fan out once.
+    per_second: Counter[tuple[tuple[str, ...], int]] = Counter(
+        (view.lineage.codes if view.lineage else (), view.seconds) for view in views if not view.is_bot
+    )
+    if not per_second:
         return
-    series_keys: dict[tuple[str, int], str] = {}
-    increments: dict[tuple[str, str], int] = {}
-    for (counter, precision, sample), amount in counts.items():
+    # (counter, precision) -> sample start -> count; per chain, the sample dicts of its counters by precision.
+    samples: dict[tuple[str, int], dict[int, int]] = {}
+    targets_of: dict[tuple[str, ...], list[tuple[int, list[dict[int, int]]]]] = {}
+    for (codes, seconds), n in per_second.items():
         try:
-            key = series_keys[(counter, precision)]
+            targets = targets_of[codes]
         except KeyError:
-            key = series_keys[(counter, precision)] = keys.series_hash(precision, counter)
-        increments[(key, str(sample))] = amount
-    ttls = {
-        key: keys.series_ttl(precision, retention[precision]) for (_, precision), key in series_keys.items()
+            counters = (ALL_TRAFFIC, *(partner_counter(code) for code in codes))
+            targets = targets_of[codes] = [
+                (precision, [samples.setdefault((counter, precision), {}) for counter in counters])
+                for precision in retention
+            ]
+        offset = clock.offset(seconds)
+        wall = seconds + offset
+        for precision, counts in targets:
+            sample = wall - wall % precision - offset
+            for count in counts:
+                count[sample] = count.get(sample, 0) + n
+    hashes = {
+        keys.series_hash(precision, counter): counts for (counter, precision), counts in samples.items()
     }
-    queue_hincrby_many(pipe, increments, ttl=ttls.__getitem__)
-    known = {keys.series_member(precision, counter): 0 for counter, precision in series_keys}
+    ttls = {
+        keys.series_hash(precision, counter): keys.series_ttl(precision, retention[precision])
+        for counter, precision in samples
+    }
+    queue_hincrby_many(pipe, hashes, ttl=ttls.__getitem__)
+    known = {keys.series_member(precision, counter): 0 for counter, precision in samples}
     pipe.zadd(keys.series_known(), known)
     pipe.expire(keys.series_known(), keys.LONG_TTL)
 
