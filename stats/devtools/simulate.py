@@ -69,9 +69,13 @@ def simulate_events(
     unattributed_share: float = 0.1,
     seed: int = 7,
     until: dt.datetime | None = None,
+    rate: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[list[bytes], GroundTruth]:
     """Return ``events`` message values spread over ``day`` (up to ``until``) and their exact ground truth.
+
+    Timestamps are drawn at random over the span; with ``rate`` they rise instead at ``rate`` events per
+    second of event time, the last one at ``until`` (live traffic, whatever ``day`` says).
 
     Partners are drawn Zipf-like (the first partners get most traffic); users from a pool of ``users``.
     """
@@ -90,7 +94,10 @@ def simulate_events(
     for n in range(events):
         if progress and n and n % 100_000 == 0:
             progress(n)
-        ts = start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
+        if rate:
+            ts = end - dt.timedelta(seconds=(events - n) / rate)
+        else:
+            ts = start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
         if rng.random() < bad_share:
             bad = rng.choice(BAD_EVENTS)
             values.append(bad % int(ts.timestamp() * 1000) if b"%d" in bad else bad)
@@ -114,5 +121,5 @@ def simulate_events(
         if lineage:
             event["partner"] = lineage.code
         values.append(json.dumps(event, separators=(",", ":")).encode())
-    assert local_day(start) == day
+    assert rate or local_day(start) == day
     return values, truth

@@ -19,10 +19,20 @@ class Command(BaseCommand):
         parser.add_argument("--date", help="YYYY-MM-DD business day (default: today, up to now)")
         parser.add_argument("--to", default="kafka", help="kafka (default) or file:PATH")
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--rate",
+            type=float,
+            help="live traffic: timestamps rise at RATE events per second, the last one now "
+            "(default: random moments of --date)",
+        )
 
-    def handle(self, *args, events: int, partners, users: int, date, to: str, seed: int, **options) -> None:
+    def handle(
+        self, *args, events: int, partners, users: int, date, to: str, seed: int, rate: float | None, **options
+    ) -> None:
         if events < 1 or users < 1:
             raise CommandError("--events and --users must be at least 1")
+        if rate is not None and not rate > 0:
+            raise CommandError(f"--rate must be a positive number of events per second, not {rate}")
         now = timezone.now()
         try:
             day = dt.date.fromisoformat(date) if date else local_day(now)
@@ -33,7 +43,14 @@ class Command(BaseCommand):
             self.stderr.write(f"generated {done}/{events} events")
 
         values, truth = simulate_events(
-            events=events, day=day, users=users, partners=partners, seed=seed, until=now, progress=progress
+            events=events,
+            day=day,
+            users=users,
+            partners=partners,
+            seed=seed,
+            until=now,
+            rate=rate,
+            progress=progress,
         )
         if to == "kafka":
             send_to_kafka(values, progress=lambda n: self.stderr.write(f"sent {n}/{len(values)} to Kafka"))
