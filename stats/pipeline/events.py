@@ -56,10 +56,11 @@ class PageView:
 class Rejected(Exception):
     """The message is a dead letter for ``reason``; the message says what was wrong."""
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, *, subject: str = ""):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.subject = subject  # the value at fault where the pipeline acts on it (an unknown partner code)
 
 
 @lru_cache(maxsize=8)
@@ -171,7 +172,7 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     if code:
         lineage = envelope.lineages.get(code)
         if lineage is None:
-            raise Rejected(Reason.UNKNOWN_PARTNER, f"partner {code!r} does not exist")
+            raise Rejected(Reason.UNKNOWN_PARTNER, f"partner {code!r} does not exist", subject=code)
         if not lineage.is_active:
             raise Rejected(Reason.INACTIVE_PARTNER, f"partner {code!r} is inactive")
     openid = identifier(payload, "openid", required=False)

@@ -56,17 +56,30 @@ class BatchResult:
 
 
 class PartnerDirectory:
-    """Partner lineages cached in the process; reloaded periodically and when an unknown code shows up."""
+    """Partner lineages cached in the process; reloaded periodically and when an unknown code shows up.
+
+    A code still unknown after a reload is remembered until the next periodic reload, so a stream of events
+    naming a partner that does not exist costs one reload, not one per batch.
+    """
 
     def __init__(self) -> None:
         self._lineages: dict[str, Lineage] = {}
         self._loaded_at = float("-inf")
+        self._missing: set[str] = set()
 
     def lineages(self, *, force: bool = False) -> dict[str, Lineage]:
         if force or time.monotonic() - self._loaded_at > stats_setting("PARTNER_CACHE_SECONDS"):
             self._lineages = partner_lineages()
             self._loaded_at = time.monotonic()
+            self._missing = set()
         return self._lineages
+
+    def worth_reloading_for(self, code: str) -> bool:
+        """Whether a reload may find ``code`` (it was not missing from the last reload)."""
+        return code not in self._missing
+
+    def note_missing(self, code: str) -> None:
+        self._missing.add(code)
 
 
 def _queue_counters(pipe, events: Sequence[Event], now: dt.datetime) -> None:
@@ -117,13 +130,20 @@ def _parse(
             try:
                 event = parse_event(message.value, lineages=lineages, now=now)
             except Rejected as rejected:
-                if rejected.reason != Reason.UNKNOWN_PARTNER or refreshed:
+                code = rejected.subject
+                if rejected.reason != Reason.UNKNOWN_PARTNER or not directory.worth_reloading_for(code):
                     raise
-                # The partner may have been created since the cache was loaded: reload once per batch.
-                lineages = retry_while_unavailable(
-                    lambda: directory.lineages(force=True), what="reloading partners", should_stop=should_stop
-                )
-                refreshed = True
+                if not refreshed:
+                    # The partner may have been created since the cache was loaded: reload once per batch.
+                    lineages = retry_while_unavailable(
+                        lambda: directory.lineages(force=True),
+                        what="reloading partners",
+                        should_stop=should_stop,
+                    )
+                    refreshed = True
+                if code not in lineages:
+                    directory.note_missing(code)
+                    raise
                 event = parse_event(message.value, lineages=lineages, now=now)
         except Rejected as rejected:
             parsed.reject(message, rejected.reason, rejected.detail)

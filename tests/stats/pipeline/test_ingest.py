@@ -111,3 +111,41 @@ def test_each_partitions_next_offset_is_stored_with_its_counts():
     assert (result.counted, dict(result.dead)) == (4, {"not_json": 1})
     assert stored_offsets(group="g-offsets", source="topic-x") == {0: 10, 2: 42}
     assert stored_offsets(group="another-group", source="topic-x") == {}
+
+
+def _batch(values, *, directory):
+    from stats.pipeline.ingest import Message, process_batch
+
+    messages = [Message("test-topic", 0, n, v) for n, v in enumerate(values)]
+    return process_batch(messages, group="g", directory=directory, now=NOON)
+
+
+def test_a_partner_created_after_the_cache_was_loaded_is_counted():
+    from stats.pipeline.ingest import PartnerDirectory
+
+    tree = create_tree()
+    directory = PartnerDirectory()
+    assert _batch([pv_event(NOON, "A1", "u1")], directory=directory).counted == 1
+    from tests.factories import create_partner
+
+    create_partner("A3", parent=tree["A"])
+    result = _batch([pv_event(NOON, "A3", "u2"), pv_event(NOON, "A3", "u3")], directory=directory)
+    assert (result.counted, dict(result.dead)) == (2, {})
+
+
+def test_events_naming_a_missing_partner_reload_the_partners_once():
+    from stats.pipeline.ingest import PartnerDirectory
+
+    create_tree()
+    directory = PartnerDirectory()
+    _batch([pv_event(NOON, "A1", "u1")], directory=directory)  # loads the partners
+    first = _batch([pv_event(NOON, "NOPE", "u2")], directory=directory)
+    assert dict(first.dead) == {"unknown_partner": 1}
+    # Later batches naming the same missing code read no partner rows: only the archive and dead letters.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        later = _batch([pv_event(NOON, "NOPE", f"u{n}") for n in range(3, 6)], directory=directory)
+    assert dict(later.dead) == {"unknown_partner": 3}
+    assert not [q for q in queries.captured_queries if "partners_partner" in q["sql"]]
