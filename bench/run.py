@@ -43,6 +43,9 @@ class Sizes:
     users: int  # openid pool of the simulated traffic
     batch: int  # consume --batch-size, and the in-process batch size
     idle_exit: float  # consume --exit-when-idle
+    # Timestamps of the consume topic rise at this many events per second and end now (live traffic): 10x the
+    # design documents' peak of 360/s. 0: random moments of today (a replay of the day in any order).
+    consume_rate: float
     stage_events: int
     pipeline_events: int
     doc1_events: int  # at most this many events through the design document's pattern…
@@ -67,6 +70,7 @@ FULL = Sizes(
     users=100_000,
     batch=2000,
     idle_exit=3,
+    consume_rate=3600,
     stage_events=100_000,
     pipeline_events=100_000,
     doc1_events=20_000,
@@ -90,6 +94,7 @@ QUICK = Sizes(
     users=2000,
     batch=500,
     idle_exit=1,
+    consume_rate=3600,
     stage_events=2000,
     pipeline_events=2000,
     doc1_events=200,

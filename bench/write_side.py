@@ -24,8 +24,14 @@ def _chunks(items, size):
 # --- Consume through the broker -----------------------------------------------------------------------
 
 
-def produce(env: Environment, *, events: int, users: int, partitions: int = 3) -> tuple[str, dt.date]:
-    """A fresh topic holding ``events`` messages from ``manage.py simulate``; return it and their day."""
+def produce(
+    env: Environment, *, events: int, users: int, rate: float, partitions: int = 3
+) -> tuple[str, dt.date]:
+    """A fresh topic holding ``events`` messages from ``manage.py simulate``; return it and their day.
+
+    With ``rate``, timestamps rise at ``rate`` events/s and end now (``simulate --rate``); else they are random
+    moments of today.
+    """
     import common
 
     topic = env.create_topic(partitions)
@@ -42,6 +48,7 @@ def produce(env: Environment, *, events: int, users: int, partitions: int = 3) -
             day.isoformat(),
             "--to",
             "kafka",
+            *(["--rate", str(rate)] if rate else []),
             timeout=300 + events / 1000,
             env=env.child_env(KAFKA_TOPIC=topic, LOG_LEVEL="INFO"),
         )
@@ -185,7 +192,7 @@ def _render_profile(session: Path) -> None:
 
 
 def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list[Row], dt.date]:
-    topic, day = produce(env, events=sizes.consume_events, users=sizes.users)
+    topic, day = produce(env, events=sizes.consume_events, users=sizes.users, rate=sizes.consume_rate)
     bare = bare_fetch_rate(env, topic=topic, events=sizes.consume_events, batch=sizes.batch)
     rate, peak = run_consume(
         env,
@@ -197,7 +204,12 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
     )
     archive = "MariaDB" if env.is_mysql else "SQLite"
     size = (
-        f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, SQL archive on {archive}"
+        f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, SQL archive on {archive}, "
+        + (
+            f"timestamps rising at {sizes.consume_rate:,.0f}/s up to now"
+            if sizes.consume_rate
+            else "timestamps at random moments of today"
+        )
     )
     rows = [
         Row(
