@@ -21,7 +21,8 @@ class Event(Protocol):
     payload: str  # the message value as received (valid UTF-8 JSON)
 
 
-@dataclass(frozen=True, slots=True)
+# Made once per event: not frozen, whose field-by-field object.__setattr__ costs more than the rest of it.
+@dataclass(slots=True)
 class Envelope:
     """The fields every event has, checked before the type's own parser reads the rest of the payload."""
 
