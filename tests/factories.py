@@ -64,13 +64,22 @@ def login_event(ts: dt.datetime, user_type: str, user_id, **extra) -> bytes:
 
 
 def feed(
-    values: list[bytes], *, now: dt.datetime, partition: int = 0, source: str = "test-topic", group: str = "g"
+    values: list[bytes],
+    *,
+    now: dt.datetime,
+    partition: int = 0,
+    source: str = "test-topic",
+    group: str = "g",
+    archive_concurrently: bool = False,
 ):
-    """Run values through the real ingest pipeline as one batch from one partition."""
+    """Run values through the real ingest pipeline as one batch from one partition.
+
+    ``archive_concurrently`` (as the consumer runs it) commits from another thread: only in transactional tests.
+    """
     from stats.pipeline.ingest import Message, process_batch
 
     messages = [Message(source, partition, next(_offsets), v) for v in values]
-    return process_batch(messages, group=group, now=now)
+    return process_batch(messages, group=group, now=now, archive_concurrently=archive_concurrently)
 
 
 def archived_event_count() -> int:

@@ -8,7 +8,7 @@ Both store each ``event_id`` once (a repeat is not an error) and answer the exac
 import datetime as dt
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -62,6 +62,10 @@ class Archive(ABC):
     @abstractmethod
     def store(self, events: Iterable[Event]) -> None:
         """Store ``events``; an ``event_id`` already stored is skipped, not an error (replays are normal)."""
+
+    @abstractmethod
+    def discard(self, event_ids: Sequence[str]) -> None:
+        """Remove the events ``event_ids`` (stored by a batch that then refused them)."""
 
     @abstractmethod
     def count_day(self, day: dt.date) -> DayCounts:
@@ -176,6 +180,9 @@ class SqlArchive(Archive):
             # Not INSERT IGNORE: that would also turn a refused value into a silent truncation.
             return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON DUPLICATE KEY UPDATE {quote('event_id')} = {quote('event_id')}"
         return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
+
+    def discard(self, event_ids: Sequence[str]) -> None:
+        RawEvent.objects.filter(event_id__in=list(event_ids)).delete()
 
     def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
         # In chunks of primary keys: one huge DELETE would hold its locks and grow the undo log for minutes.
@@ -301,6 +308,9 @@ class MongoArchive(Archive):
             },
         ]
         return list(self.collection.aggregate(stages, allowDiskUse=True))
+
+    def discard(self, event_ids: Sequence[str]) -> None:
+        self.collection.delete_many({"_id": {"$in": list(event_ids)}})
 
     def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
         return self.collection.delete_many({"day": {"$lt": day.isoformat()}}).deleted_count

@@ -154,7 +154,15 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             idle.busy()
             faults.reach("polled")
             try:
-                total.add(process_batch(messages, group=group, directory=directory, should_stop=stopping))
+                total.add(
+                    process_batch(
+                        messages,
+                        group=group,
+                        directory=directory,
+                        should_stop=stopping,
+                        archive_concurrently=True,
+                    )
+                )
             except StopRequested:
                 logger.info("stopped while waiting for a service; the batch will be read again")
                 break

@@ -11,7 +11,9 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from typing import NamedTuple
 
 from django.db import transaction
@@ -206,6 +208,19 @@ def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
         get_archive().store(events)
 
 
+def _archive_retrying(pairs: list[tuple[Message, Event]], should_stop) -> list:
+    """Store ``pairs`` in the archive; return the ones it refused on their own, with the error."""
+    return retry_while_unavailable(
+        lambda: isolate_failures(pairs, _archive), what="archive", should_stop=should_stop
+    )
+
+
+@cache
+def _archive_worker() -> ThreadPoolExecutor:
+    # One long-lived thread: its database connection is opened once and kept, like the main thread's.
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive")
+
+
 def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
     with transaction.atomic():
         DeadLetter.objects.bulk_create(dead_letters, ignore_conflicts=True, batch_size=500)
@@ -234,11 +249,15 @@ def process_batch(
     directory: PartnerDirectory | None = None,
     now: dt.datetime | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    archive_concurrently: bool = False,
 ) -> BatchResult:
     """Count ``messages`` exactly once; store what cannot be counted as dead letters. Return the tally.
 
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
     refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
+    ``archive_concurrently`` (the consumer's choice) stores the archive from a worker thread, with its own
+    database connection and transactions, while the counters are built; callers inside a transaction of
+    their own (tests) leave it off.
     """
     started = time.monotonic()
     now = now or timezone.now()
@@ -246,11 +265,28 @@ def process_batch(
     parsed = _parse(messages, directory=directory, now=now, should_stop=should_stop)
 
     client = get_redis_connection("default")
-    # Counters are built before anything is stored, so an event they refuse is archived nowhere.
-    pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
-    refused = retry_while_unavailable(
-        lambda: isolate_failures(parsed.all_events(), _archive), what="archive", should_stop=should_stop
-    )
+    if archive_concurrently:
+        # The database inserts while this thread builds the counters (its driver releases the GIL).
+        to_archive = parsed.all_events()
+        archiving = _archive_worker().submit(_archive_retrying, to_archive, should_stop)
+        pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
+        refused = archiving.result()
+        # An event the counters refused is archived nowhere: take back what the worker stored of it.
+        kept = {event.event_id for pairs in parsed.events.values() for _, event in pairs}
+        kept.update(event.event_id for (_, event), _ in refused)
+        taken_back = [event.event_id for _, event in to_archive if event.event_id not in kept]
+        if taken_back:
+            retry_while_unavailable(
+                lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
+            )
+        # What the counters set aside is out of the batch already.
+        refused = [
+            (pair, exc) for pair, exc in refused if pair in parsed.events[(pair[0].source, pair[0].partition)]
+        ]
+    else:
+        # Counters are built before anything is stored, so an event they refuse is archived nowhere.
+        pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
+        refused = _archive_retrying(parsed.all_events(), should_stop)
     _set_aside(parsed, refused, "archive")
     for where in {(m.source, m.partition) for (m, _), _ in refused}:
         pipes[where] = _prepare_counters(client, parsed, where, now)

@@ -27,7 +27,16 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, events: int, partners, users: int, date, to: str, seed: int, rate: float | None, **options
+        self,
+        *args,
+        events: int,
+        partners,
+        users: int,
+        date,
+        to: str,
+        seed: int,
+        rate: float | None,
+        **options,
     ) -> None:
         if events < 1 or users < 1:
             raise CommandError("--events and --users must be at least 1")

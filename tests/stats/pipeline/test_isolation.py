@@ -43,6 +43,21 @@ def test_an_event_a_stage_refuses_is_dead_lettered_and_the_rest_counted(monkeypa
     assert archived_event_count() == 49
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stage", ["archive", "count"])
+def test_with_the_archive_in_a_worker_thread_a_refused_event_is_still_archived_nowhere(monkeypatch, stage):
+    create_tree()
+    monkeypatch.setenv("CPS_FAULT_FAIL_EVENT", f"{stage}:poison")
+    result = feed(batch_with_one_poison_pill(), now=NOON, archive_concurrently=True)
+    assert (result.counted, dict(result.dead)) == (49, {"unstorable": 1})
+    assert f"fault injected at {stage} for event poison" in DeadLetter.objects.get().detail
+    flush(now=LATER)
+    assert DailyStat.objects.get(partner__code="A").pv == 24
+    assert DailyStat.objects.get(partner__code="B").pv == 25
+    # The worker stored the poison pill before the counters refused it; the batch took it back.
+    assert archived_event_count() == 49
+
+
 def test_bisecting_finds_every_item_that_fails_alone_and_stores_the_rest():
     stored: list[int] = []
 
