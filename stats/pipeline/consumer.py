@@ -82,11 +82,12 @@ class IdleClock:
     """Seconds spent polling nothing while holding partitions, since the last message.
 
     Why it accumulates instead of restarting: it used to restart from zero whenever the consumer held no
-    partitions. On a loaded machine a consumer whose heartbeats come late loses its session, rejoins (the
-    broker answers a join only after half the session timeout), and may lose it again before ten quiet
-    seconds have passed: every rebalance reset the clock, so ``--exit-when-idle`` on a drained topic could
-    run for ever. Now time in a rebalance is not counted (a joining consumer is not idle) but does not erase
-    the idle time already seen; only a message does.
+    partitions, so every rebalance erased the idle time seen so far. A starved process whose heartbeats come
+    late loses its session and rejoins (tansu answers a join only after half the session timeout); a sibling
+    that crash-loops makes the group rebalance again and again: if that recurs more often than the idle
+    limit, a consumer on a drained topic never exits. Together with the synchronous commit (now asynchronous,
+    see ``_commit_for_monitoring``), that is what could stretch a 26 s drain past 600 s on a busy machine.
+    Now time in a rebalance is not counted (a joining consumer is not idle) and only a message resets it.
     """
 
     def __init__(self, limit: float | None):
