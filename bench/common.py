@@ -116,11 +116,16 @@ def portal_tokens(codes: Iterable[str]) -> dict[str, str]:
 # --- Ingest: the pipeline, its stages, and the first design document's pattern ------------------------
 
 
-def simulate_values(*, events: int, seed: int, users: int, day: dt.date | None = None) -> list[bytes]:
-    """Synthetic message values over every partner, as ``manage.py simulate`` makes them (1% bad ones)."""
+def simulate_values(
+    *, events: int, seed: int, users: int, day: dt.date | None = None, rate: float | None = None
+) -> list[bytes]:
+    """Synthetic message values over every partner, as ``manage.py simulate`` makes them (1% bad ones).
+
+    With ``rate``, live traffic: timestamps rise at ``rate`` events/s up to now (``simulate --rate``).
+    """
     moment = timezone.now()
     values, _ = simulate_events(
-        events=events, day=day or local_day(moment), users=users, until=moment, seed=seed
+        events=events, day=day or local_day(moment), users=users, until=moment, seed=seed, rate=rate
     )
     return values
 
@@ -167,7 +172,9 @@ class Ingest:
         messages = [
             Message(self.source, partition, first_offset + n, value) for n, value in enumerate(values)
         ]
-        return process_batch(messages, group=self.group, directory=self.directory, now=self.now).counted
+        return process_batch(
+            messages, group=self.group, directory=self.directory, now=self.now, archive_concurrently=True
+        ).counted
 
     def design_doc_events(self, values: Sequence[bytes]) -> None:
         """The first design document's consumer on ``values``: per event, insert one document, then INCR,
