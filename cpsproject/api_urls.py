@@ -1,10 +1,19 @@
 """Every /api/v1/ route, in one place so the contract is readable at a glance."""
 
 from django.urls import include, path
+from drf_spectacular.renderers import (
+    OpenApiJsonRenderer,
+    OpenApiJsonRenderer2,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+)
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from partners.api import PartnerViewSet
+
+# JSON first, like the rest of the API (drf-spectacular defaults to YAML): ?format=yaml for YAML.
+SCHEMA_RENDERERS = [OpenApiJsonRenderer2, OpenApiJsonRenderer, OpenApiYamlRenderer, OpenApiYamlRenderer2]
 
 router = SimpleRouter(trailing_slash=True)
 router.register("partners", PartnerViewSet, basename="partner")
@@ -15,6 +24,6 @@ urlpatterns = [
     path("", include("loginlog.urls")),
     # The OpenAPI 3 schema of the routes above, and Swagger UI from local static files (drf-spectacular's
     # Redoc page is left out: its template loads fonts from Google).
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", SpectacularAPIView.as_view(renderer_classes=SCHEMA_RENDERERS), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
