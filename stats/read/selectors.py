@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import day_bounds, local_day, stamp_day, to_local
+from cpsproject.common.timeutil import day_bounds, local_day, stamp_day, stamp_minute, to_local
 from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
-from stats.counters.pageviews import GEN, SELF, TREE, hll_union_counts, read_buckets
+from stats.counters.pageviews import GEN, SELF, TREE, hll_union_counts
 from stats.models import BucketStat, DailyStat
 
 
@@ -45,6 +45,33 @@ def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=horizon) > now and day <= local_day(now)
 
 
+# KEYS = bucket keys; ARGV = the tree, self and generation fields. One reply for a day of buckets: 288 HGETALL
+# replies cost redis-py (no hiredis) more than the rest of a stats request.
+_READ_LIVE_BUCKETS = """
+local out = {}
+for k = 1, #KEYS do
+  local v = redis.call('HMGET', KEYS[k], ARGV[1], ARGV[2], ARGV[3])
+  out[k] = (v[1] or '') .. ',' .. (v[2] or '') .. ',' .. (v[3] or '')
+end
+return table.concat(out, ';')
+"""
+
+
+def _read_live_buckets(code: str, starts: list[dt.datetime]) -> dict[dt.datetime, tuple[int, int, str]]:
+    """Return ``(pv, pv_self, generation)`` of each of ``code``'s buckets that Redis holds, in one round trip."""
+    if not starts:
+        return {}
+    client = get_redis_connection("default")
+    bucket_keys = [keys.pv_bucket(code, stamp_minute(start)) for start in starts]
+    reply = client.register_script(_READ_LIVE_BUCKETS)(keys=bucket_keys, args=[TREE, SELF, GEN])
+    found = {}
+    for start, line in zip(starts, reply.decode().split(";"), strict=True):
+        tree, own, generation = line.split(",")
+        if tree or own or generation:
+            found[start] = (int(tree or 0), int(own or 0), generation)
+    return found
+
+
 def _bucket_series(
     *, partner: Partner | None, days: list[dt.date], now: dt.datetime
 ) -> dict[dt.date, list[tuple]]:
@@ -61,11 +88,14 @@ def _bucket_series(
     rows = BucketStat.objects.filter(partner=partner, start__gte=first, start__lte=last)
     for start, generation, pv, pv_self in rows.values_list("start", "generation", "pv", "pv_self"):
         latest[(start, generation)] = (pv, pv_self)
-    live_starts = [s for day in days if _may_have_redis_keys(day, now) for s in starts_by_day[day]]
-    live = read_buckets(get_redis_connection("default"), code, live_starts) if live_starts else {}
-    for start, values in live.items():
+    # No event is accepted past now + MAX_FUTURE_SECONDS: later buckets of today cannot have keys yet.
+    newest = now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS") + stats_setting("BUCKET_SECONDS"))
+    live_starts = [
+        s for day in days if _may_have_redis_keys(day, now) for s in starts_by_day[day] if s <= newest
+    ]
+    for start, (pv, pv_self, generation) in _read_live_buckets(code, live_starts).items():
         # While its key exists, Redis holds the newer absolute count of that generation.
-        latest[(start, values.get(GEN, ""))] = (int(values.get(TREE, 0)), int(values.get(SELF, 0)))
+        latest[(start, generation)] = (pv, pv_self)
     totals: defaultdict[dt.datetime, list[int]] = defaultdict(lambda: [0, 0])
     for (start, _), (pv, pv_self) in latest.items():
         totals[start][0] += pv
