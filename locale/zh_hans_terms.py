@@ -197,6 +197,12 @@ TERMS = {
     "daily statistics": "每日统计",
     "reconcile drift": "对账偏差",
     "reconcile drifts": "对账偏差",
+    "end must not be before start.": "end 不能早于 start。",
+    "start..end may cover at most %(days)d days.": "start..end 最多跨 %(days)d 天。",
+    "flush failed, the database is unavailable; Redis keeps every bucket: %(error)s": "落库失败，数据库不可用；Redis 保留了所有时段：%(error)s",
+    "flush failed, Redis is unavailable: %(error)s": "落库失败，Redis 不可用：%(error)s",
+    "partner is required with a portal token.": "使用门户令牌时必须提供 partner。",
+    "start..end holds %(samples)d samples at precision %(precision)d, more than %(most)d: shorten the range or choose a coarser precision.": "start..end 在精度 %(precision)d 下有 %(samples)d 个样本，超过 %(most)d 个：请缩短范围或选择更粗的精度。",
 }
 
 
