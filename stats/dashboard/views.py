@@ -25,7 +25,7 @@ from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.dashboard.charts import Line, bar_chart, line_chart
 from stats.models import DeadLetter
-from stats.read.selectors import DayNumbers, partner_days, site_days, uv_between
+from stats.read.selectors import DayNumbers, partner_days, site_days, site_uv_between, uv_between
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,8 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         range_uv = uv_between(partner, start, end, scope=scope)
     else:
         days = site_days(start=start, end=end, now=now)
-        range_uv = None  # distinct users over days of the whole site: not stored as one union
+        # The no-partner traffic alone has no union over days here; a very long range gives None (shown —).
+        range_uv = site_uv_between(start=start, end=end, now=now) if scope == TREE else None
     if start <= today <= end:  # the default range ends today: read it once
         today_numbers = days[(today - start).days]
     elif partner is not None:

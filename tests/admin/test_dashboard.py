@@ -37,6 +37,8 @@ def test_admin_index_is_the_dashboard_with_todays_unflushed_traffic(boss, two_da
     # Yesterday: A's subtree 6 + B 1 + no partner 2; users u1 u2 u3 u4 u9 (a union, not 4 + 1 + 1).
     assert day_row(html, "days-table", "2026-11-21")[1:3] == ["9", "5"]
     assert text_of(html, "range-pv") == "12"
+    # Users over both days: u1 u2 u3 u4 u9 yesterday, u1 u5 today: 6, where adding the days' UVs says 7.
+    assert text_of(html, "range-uv") == "6"
     assert text_of(html, "minute-total") == "3"
     # The model list is still on the index page.
     assert "/admin/stats/dailystat/" in html and "/admin/partners/partner/" in html
