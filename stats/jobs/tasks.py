@@ -6,6 +6,7 @@ does the same work, and the next scheduled run picks up whatever it left.
 
 import logging
 
+from cpsproject.common.jobruns import job_run
 from cpsproject.common.locks import LockBusy, run_as_task
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import default_reconcile_day, reconcile
@@ -33,4 +34,5 @@ def maintain_windows_task() -> str:
     from stats.counters.rankings import rotate_all
     from stats.counters.series import clean_series
 
-    return f"{rotate_all()}; {clean_series()}"
+    with job_run("maintain_windows"):  # no lock to record it: rotation and cleaning are idempotent
+        return f"{rotate_all()}; {clean_series()}"

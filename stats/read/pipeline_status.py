@@ -68,16 +68,16 @@ def read_consumer_lag() -> list[PartitionLag]:
             return []
         ends = consumer.end_offsets(partitions)
         stored = stored_offsets(group=group, source=topic)
-        # A partition with no stored offset is read from its first message (auto_offset_reset=earliest).
-        unread = [tp for tp in partitions if tp.partition not in stored]
-        begins = consumer.beginning_offsets(unread) if unread else {}
+        # A partition is read from its stored offset, or from its first message when it has none
+        # (auto_offset_reset=earliest) or when retention deleted the messages up to its stored offset.
+        begins = consumer.beginning_offsets(partitions)
     except KafkaError as exc:
         raise KafkaUnavailable(f"Kafka did not give the end offsets of {topic} ({exc})") from exc
     finally:
         consumer.close()
     lags = []
     for tp in partitions:
-        start = stored.get(tp.partition, begins.get(tp))
+        start = max(stored.get(tp.partition, 0), begins[tp])
         lags.append(
             PartitionLag(
                 partition=tp.partition,

@@ -12,7 +12,8 @@ from cpsproject.common.locks import job_lock
 from loginlog.services import sync_logins
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import reconcile
-from stats.jobs.tasks import flush_task
+from stats.jobs.retention import purge_task
+from stats.jobs.tasks import flush_task, maintain_windows_task
 from stats.models import DeadLetter, ReconcileDrift
 from stats.pipeline.ingest import Message, process_batch
 from stats.read import pipeline_status
@@ -38,8 +39,10 @@ def test_jobs_record_their_last_success_from_commands_and_tasks():
     assert 0 <= pipeline_status.last_job_duration("flush") < 30
     reconcile(day=DAY)  # writes under the flush lock too: that is no flush run
     sync_logins()
-    assert pipeline_status.last_job_success("reconcile") == LATER
-    assert pipeline_status.last_job_success("sync_logins") == LATER
+    maintain_windows_task()
+    purge_task()
+    for job in ("reconcile", "sync_logins", "maintain_windows", "purge"):
+        assert pipeline_status.last_job_success(job) == LATER, job
 
 
 def test_a_task_records_its_success_and_a_skipped_or_failed_run_records_nothing(redis_client):
@@ -145,3 +148,12 @@ def test_consumer_lag_is_empty_and_warns_within_two_seconds_when_kafka_is_out_of
     assert [
         r.getMessage().split(":")[0] for r in caplog.records if r.name == "stats.read.pipeline_status"
     ] == ["consumer lag unknown"]
+
+
+@pytest.mark.time_machine("2026-11-21T13:00:00+08:00", tick=False)
+def test_the_flush_lock_reconcile_writes_under_is_no_flush_run():
+    create_tree()
+    feed([pv_event(NOON, "A1", "u1")], now=NOON)
+    reconcile(day=DAY)
+    assert pipeline_status.last_job_success("reconcile") == LATER
+    assert pipeline_status.last_job_success("flush") is None
