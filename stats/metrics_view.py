@@ -77,7 +77,7 @@ class PipelineCollector:
         runs = jobruns.all_runs()
         last_success = GaugeMetricFamily(
             "cps_job_last_success_timestamp_seconds",
-            "When a job (flush, reconcile, sync_logins, purge) last succeeded, Unix time.",
+            "When a job (flush, reconcile, sync_logins, maintain_windows, purge) last succeeded, Unix time.",
             labels=["job"],
         )
         duration = GaugeMetricFamily(
