@@ -59,6 +59,7 @@ def read_consumer_lag() -> list[PartitionLag]:
             request_timeout_ms=KAFKA_TIMEOUT_MS,
             bootstrap_timeout_ms=KAFKA_TIMEOUT_MS,
             client_id="cps-pipeline-status",
+            allow_auto_create_topics=False,  # asking about a topic must not create it
         )
     except KafkaError as exc:
         raise KafkaUnavailable(f"Kafka at {settings.KAFKA_BOOTSTRAP_SERVERS} did not answer ({exc})") from exc
