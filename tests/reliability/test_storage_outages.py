@@ -36,12 +36,17 @@ def test_flush_with_mysql_unreachable_fails_in_one_line_keeps_redis_and_the_next
     try:
         port = dead_port()
         failed = children.run(
-            "flush", "--include-open", seconds=120, DATABASE_URL=f"mysql://root@127.0.0.1:{port}/cps_gone"
+            "flush",
+            "--include-open",
+            seconds=120,
+            DATABASE_URL=f"mysql://root@127.0.0.1:{port}/cps_gone",
+            CPS_LANGUAGE_CODE="en",  # the product speaks zh-hans by default; the test reads English
         )
         assert failed.process.returncode == 1
         lines = [line for line in failed.stderr().splitlines() if line.strip()]
         assert len(lines) == 1, failed.stderr()
         assert lines[0].startswith("CommandError: flush failed, the database is unavailable"), lines[0]
+        assert "OperationalError" in lines[0]
         log.info("mysql down: flush exited 1 with: %s", lines[0])
 
         after = prefixed_keys(client, redis_prefix)
