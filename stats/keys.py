@@ -12,6 +12,9 @@ PV and UV (first design document)::
     {P}:uv:index:{yyyyMMdd}          set    the UV keys of that day
     {P}:uv:days                      zset   days that have UV keys, score yyyyMMdd
     {P}:offsets:{group}:{topic}      hash   Kafka partition -> next offset to read (moves with the counters)
+    {P}:fence:{group}:{topic}:{partition}  string  that partition's next offset again: the key an apply
+                                            WATCHes, so a stale consumer's batch is refused (one key per
+                                            partition: applies of other partitions do not disturb it)
     {P}:deadletters                  hash   reason -> dead letters counted
 
 Rankings (second design document)::
@@ -98,6 +101,10 @@ def uv_days() -> str:
 
 def offsets(group: str, topic: str) -> str:
     return f"{prefix()}:offsets:{group}:{topic}"
+
+
+def offset_fence(group: str, topic: str, partition: int) -> str:
+    return f"{prefix()}:fence:{group}:{topic}:{partition}"
 
 
 def dead_letter_counts() -> str:

@@ -51,6 +51,7 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         (f"{p}:login:", login_floor),
         # Read back after any silence: a consumer restart, the last success of a weekly job.
         (f"{p}:offsets:", 365 * ONE_DAY),
+        (f"{p}:fence:", 365 * ONE_DAY),
         (f"{p}:deadletters", 365 * ONE_DAY),
         (f"{p}:metrics:", 365 * ONE_DAY),
         (f"{p}:jobs:", 365 * ONE_DAY),

@@ -104,6 +104,15 @@ class IdleClock:
         return self.limit is not None and self.seconds >= self.limit
 
 
+def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[tuple[str, int], int]) -> None:
+    """Move each partition whose batch was stale to the offset stored in Redis, if this consumer still has it."""
+    assigned = consumer.assignment()
+    for (topic, partition), stored in stale.items():
+        tp = TopicPartition(topic, partition)
+        if tp in assigned:
+            consumer.seek(tp, stored)
+
+
 def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
     """Consume the configured topic in the configured group until stopped (or idle long enough)."""
     group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
@@ -155,15 +164,15 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             idle.busy()
             faults.reach("polled")
             try:
-                total.add(
-                    process_batch(
-                        messages,
-                        group=group,
-                        directory=directory,
-                        should_stop=stopping,
-                        archive_concurrently=True,
-                    )
+                batch = process_batch(
+                    messages,
+                    group=group,
+                    directory=directory,
+                    should_stop=stopping,
+                    archive_concurrently=True,
                 )
+                total.add(batch)
+                _read_on_from_stored(consumer, batch.stale)
             except StopRequested:
                 logger.info("stopped while waiting for a service; the batch will be read again")
                 break

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 from django_redis import get_redis_connection
+from redis.exceptions import WatchError
 
 from cpsproject.common import faults
 from partners.selectors import Lineage, partner_lineages
@@ -47,10 +48,13 @@ class Message(NamedTuple):
 class BatchResult:
     counted: int = 0
     dead: Counter[str] = field(default_factory=Counter)
+    # partitions whose share was not counted, because Redis holds a later offset for them: where to read on
+    stale: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def add(self, other: "BatchResult") -> None:
         self.counted += other.counted
         self.dead.update(other.dead)
+        self.stale.update(other.stale)
 
     def summary(self) -> str:
         dead = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dead.items())) or "none"
@@ -99,6 +103,8 @@ class _Parsed:
     )
     dead_letters: list[DeadLetter] = field(default_factory=list)
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
 
     def reject(self, message: Message, reason: str, detail: str) -> None:
         self.dead_letters.append(
@@ -128,6 +134,7 @@ def _parse(
     for message in messages:
         where = (message.source, message.partition)
         parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), message.offset + 1)
+        parsed.first_offsets[where] = min(parsed.first_offsets.get(where, message.offset), message.offset)
         try:
             try:
                 event = parse_event(message.value, lineages=lineages, now=now)
@@ -176,20 +183,49 @@ def _set_aside(
         )
         parsed.reject(message, Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
         parsed.events[(message.source, message.partition)].remove((message, event))
+        if stage == "counting":
+            parsed.set_aside_by_counting.append(event.event_id)
 
 
-def _counters_pipeline(client, pairs: Sequence[tuple[Message, Event]], now: dt.datetime):
-    """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline."""
+class StaleBatch(Exception):
+    """Redis holds a later offset for the partition than the batch's first: another consumer counted on."""
+
+    def __init__(self, where: tuple[str, int], stored: int):
+        super().__init__(f"{where[0]}[{where[1]}]: offset {stored} is stored already")
+        self.where, self.stored = where, stored
+
+
+def _counters_pipeline(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime, group: str):
+    """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline.
+
+    The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
+    is not past the batch's first offset. A consumer that lost its partitions while frozen with a polled batch
+    (a stopped VM, a swap storm) finds the offset moved on and raises ``StaleBatch``; one whose apply races
+    another's gets a WatchError from EXEC. Either way the stale batch is not counted twice.
+    """
+    source, partition = where
     pipe = client.pipeline(transaction=True)
-    _queue_counters(pipe, [event for _, event in pairs], now)
-    metrics.record_counted(pipe, pairs)  # events counted, exactly once with the counters
+    try:
+        pipe.watch(keys.offset_fence(group, source, partition))
+        stored = pipe.hget(keys.offsets(group, source), str(partition))
+        if stored is not None and int(stored) > parsed.first_offsets[where]:
+            raise StaleBatch(where, int(stored))
+        pipe.multi()
+        pairs = parsed.events[where]
+        _queue_counters(pipe, [event for _, event in pairs], now)
+        metrics.record_counted(pipe, pairs)  # events counted, exactly once with the counters
+    except BaseException:
+        pipe.reset()  # gives the watching connection back to the pool
+        raise
     return pipe
 
 
-def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime):
+def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime, group: str):
     """The partition's counter pipeline; events the counter code refuses on their own are set aside first."""
     try:
-        return _counters_pipeline(client, parsed.events[where], now)
+        return _counters_pipeline(client, parsed, where, now, group)
+    except StaleBatch:
+        raise
     except Exception as exc:
         if is_unavailable(exc):
             raise
@@ -198,7 +234,7 @@ def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.d
         parsed.events[where], lambda p: _queue_counters(_DiscardingPipeline(), [e for _, e in p], now)
     )
     _set_aside(parsed, refused, "counting")
-    return _counters_pipeline(client, parsed.events[where], now)
+    return _counters_pipeline(client, parsed, where, now, group)
 
 
 def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
@@ -265,62 +301,108 @@ def process_batch(
     parsed = _parse(messages, directory=directory, now=now, should_stop=should_stop)
 
     client = get_redis_connection("default")
-    if archive_concurrently:
-        # The database inserts while this thread builds the counters (its driver releases the GIL).
-        to_archive = parsed.all_events()
-        archiving = _archive_worker().submit(_archive_retrying, to_archive, should_stop)
-        pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
-        refused = archiving.result()
-        # An event the counters refused is archived nowhere: take back what the worker stored of it.
-        kept = {event.event_id for pairs in parsed.events.values() for _, event in pairs}
-        kept.update(event.event_id for (_, event), _ in refused)
-        taken_back = [event.event_id for _, event in to_archive if event.event_id not in kept]
-        if taken_back:
-            retry_while_unavailable(
-                lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
-            )
-        # What the counters set aside is out of the batch already.
-        refused = [
-            (pair, exc) for pair, exc in refused if pair in parsed.events[(pair[0].source, pair[0].partition)]
-        ]
-    else:
-        # Counters are built before anything is stored, so an event they refuse is archived nowhere.
-        pipes = {where: _prepare_counters(client, parsed, where, now) for where in parsed.next_offsets}
-        refused = _archive_retrying(parsed.all_events(), should_stop)
-    _set_aside(parsed, refused, "archive")
-    for where in {(m.source, m.partition) for (m, _), _ in refused}:
-        pipes[where] = _prepare_counters(client, parsed, where, now)
-    retry_while_unavailable(
-        lambda: _store_dead_letters_isolated(parsed.dead_letters),
-        what="dead letters",
-        should_stop=should_stop,
-    )
-    faults.reach("after_archive")
-
     result = BatchResult()
-    for where, next_offset in parsed.next_offsets.items():
-        dead = parsed.dead_counts(where)
-        prepared = [pipes[where]]
+    pipes: dict[tuple[str, int], object] = {}
 
-        def apply(where=where, next_offset=next_offset, dead=dead, prepared=prepared) -> None:
-            if prepared:
-                _apply_partition(client, where, prepared.pop(), dead, next_offset=next_offset, group=group)
-                return
-            # A retry after an outage: the transaction may have run before the connection dropped, and a
-            # sent pipeline has forgotten its commands. The stored offset moves with the counters, so it says.
-            stored = client.hget(keys.offsets(group, where[0]), str(where[1]))
-            if stored is None or int(stored) < next_offset:
-                pipe = _prepare_counters(client, parsed, where, now)
-                _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
+    def prepare(where: tuple[str, int]) -> None:
+        try:
+            pipes[where] = retry_while_unavailable(
+                lambda: _prepare_counters(client, parsed, where, now, group),
+                what=f"Redis check of {where[0]}[{where[1]}]",
+                should_stop=should_stop,
+            )
+        except StaleBatch as stale:
+            _drop_stale(parsed, result, stale)
 
-        retry_while_unavailable(apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop)
-        result.counted += len(parsed.events.get(where, []))
-        result.dead.update(dead)
-        faults.reach("after_redis")
+    try:
+        if archive_concurrently:
+            # The database inserts while this thread builds the counters (its driver releases the GIL).
+            to_archive = parsed.all_events()
+            archiving = _archive_worker().submit(_archive_retrying, to_archive, should_stop)
+            for where in list(parsed.next_offsets):
+                prepare(where)
+            refused = archiving.result()
+            # An event the counters refused is archived nowhere: take back what the worker stored of it. (A
+            # stale partition's events stay: the consumer that owns it now archives the same rows.)
+            taken_back = parsed.set_aside_by_counting
+            if taken_back:
+                retry_while_unavailable(
+                    lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
+                )
+            # What the counters set aside is out of the batch already.
+            refused = [
+                (pair, exc)
+                for pair, exc in refused
+                if pair in parsed.events.get((pair[0].source, pair[0].partition), ())
+            ]
+        else:
+            # Counters are built before anything is stored, so an event they refuse is archived nowhere.
+            for where in list(parsed.next_offsets):
+                prepare(where)
+            refused = _archive_retrying(parsed.all_events(), should_stop)
+        _set_aside(parsed, refused, "archive")
+        for where in {(m.source, m.partition) for (m, _), _ in refused}:
+            pipes.pop(where).reset()
+            prepare(where)
+        retry_while_unavailable(
+            lambda: _store_dead_letters_isolated(parsed.dead_letters),
+            what="dead letters",
+            should_stop=should_stop,
+        )
+        faults.reach("after_archive")
+
+        for where, next_offset in list(parsed.next_offsets.items()):
+            dead = parsed.dead_counts(where)
+            prepared = [pipes.pop(where)]
+
+            def apply(where=where, next_offset=next_offset, dead=dead, prepared=prepared) -> None:
+                # After an outage or a moved fence the pipeline is built again, which checks the stored
+                # offset again: a transaction that ran before the connection dropped is not applied twice.
+                while True:
+                    pipe = (
+                        prepared.pop() if prepared else _prepare_counters(client, parsed, where, now, group)
+                    )
+                    try:
+                        _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
+                        return
+                    except WatchError:
+                        continue
+
+            try:
+                retry_while_unavailable(
+                    apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop
+                )
+            except StaleBatch as stale:
+                if stale.stored != next_offset:  # else: applied before the connection dropped
+                    _drop_stale(parsed, result, stale)
+                    continue
+            result.counted += len(parsed.events.get(where, []))
+            result.dead.update(dead)
+            faults.reach("after_redis")
+    finally:
+        for pipe in pipes.values():
+            pipe.reset()
     if result.dead:
         logger.warning("batch: %s", result.summary())
     metrics.record_batch_duration(time.monotonic() - started)
     return result
+
+
+def _drop_stale(parsed: _Parsed, result: BatchResult, stale: StaleBatch) -> None:
+    """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
+    where = stale.where
+    logger.warning(
+        "%s[%d]: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
+        "the batch is not counted here",
+        where[0],
+        where[1],
+        stale.stored,
+        parsed.first_offsets[where],
+    )
+    parsed.events.pop(where, None)
+    parsed.next_offsets.pop(where, None)
+    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != where]
+    result.stale[where] = stale.stored
 
 
 def _apply_partition(
@@ -334,6 +416,7 @@ def _apply_partition(
         pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
     pipe.hset(keys.offsets(group, source), str(partition), next_offset)
     pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
+    pipe.set(keys.offset_fence(group, source, partition), next_offset, ex=keys.LONG_TTL)
     pipe.execute()
 
 

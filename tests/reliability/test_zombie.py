@@ -1,10 +1,9 @@
 """A consumer frozen between its poll and its Redis apply, long enough to lose its partitions, must not count
 its stale batch when it wakes up (a "zombie"): another consumer has counted those messages meanwhile.
 
-Today it does: ``_apply_partition`` (stats/pipeline/ingest.py) writes the counters and the next offset
-unconditionally. The fix belongs there: apply a partition's batch only if the offset stored in Redis is still
-the batch's first offset (WATCH the offsets hash, or a Lua check-and-apply), else drop the batch; the consumer
-then rejoins and reads on from the stored offset. Until then this test is an expected failure.
+``process_batch`` builds each partition's MULTI/EXEC on a pipeline that WATCHes the partition's fence key and
+checks that the offset stored in Redis is not past the batch's first offset; a woken zombie finds it moved on
+and drops its share of the batch (stats/pipeline/ingest.py, ``StaleBatch``).
 """
 
 import logging
@@ -22,10 +21,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest
 log = logging.getLogger("reliability")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zombie apply: stats/pipeline/ingest.py applies a batch without checking the stored offset",
-)
 def test_a_consumer_frozen_past_its_session_does_not_count_its_stale_batch(kafka_settings, children):
     create_tree()
     values, truth, day = todays_traffic(events=3000, users=500, seed=91, bad_share=0)

@@ -113,10 +113,13 @@ def test_each_partitions_next_offset_is_stored_with_its_counts():
     assert stored_offsets(group="another-group", source="topic-x") == {}
 
 
+_next_offset = iter(range(10**9))
+
+
 def _batch(values, *, directory):
     from stats.pipeline.ingest import Message, process_batch
 
-    messages = [Message("test-topic", 0, n, v) for n, v in enumerate(values)]
+    messages = [Message("test-topic", 0, next(_next_offset), v) for v in values]
     return process_batch(messages, group="g", directory=directory, now=NOON)
 
 
@@ -149,3 +152,35 @@ def test_events_naming_a_missing_partner_reload_the_partners_once():
         later = _batch([pv_event(NOON, "NOPE", f"u{n}") for n in range(3, 6)], directory=directory)
     assert dict(later.dead) == {"unknown_partner": 3}
     assert not [q for q in queries.captured_queries if "partners_partner" in q["sql"]]
+
+
+def _zombie_scenario(*, archive_concurrently: bool) -> None:
+    """A consumer frozen with a polled batch while another took its partition and counted on (a zombie)."""
+    from stats.pipeline.ingest import Message, process_batch
+
+    create_tree()
+
+    def batch(offsets, code):
+        messages = [
+            Message("topic-z", 0, n, pv_event(NOON, code, f"u{n}", event_id=f"z-{n}")) for n in offsets
+        ]
+        return process_batch(messages, group="gz", now=NOON, archive_concurrently=archive_concurrently)
+
+    assert batch(range(0, 10), "B").counted == 10  # the consumer that took over: offsets 0-9
+    zombie = batch(range(0, 5), "B")  # the woken zombie's batch from before: offsets 0-4
+    assert (zombie.counted, zombie.stale) == (0, {("topic-z", 0): 10})
+    assert stored_offsets(group="gz", source="topic-z") == {0: 10}
+    assert batch(range(10, 13), "B").counted == 3  # the next batch, from the stored offset
+    assert batch(range(20, 22), "B").counted == 2  # a gap (retention, compaction) is not stale
+    flush(now=LATER)
+    assert daily("B", DAY).pv == 15
+    assert archived_event_count() == 15  # the zombie took nothing back from the archive
+
+
+def test_a_batch_behind_the_stored_offset_is_not_counted_again():
+    _zombie_scenario(archive_concurrently=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_behind_the_stored_offset_is_not_counted_again_with_the_archive_worker():
+    _zombie_scenario(archive_concurrently=True)
