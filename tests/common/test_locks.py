@@ -5,6 +5,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -229,10 +230,20 @@ def test_task_returns_a_skip_summary_when_its_lock_is_busy(caplog, task, name):
 
 
 @pytest.mark.django_db
-def test_reconcile_task_still_reconciles_while_a_flush_runs():
+def test_reconcile_task_waits_out_a_running_flush_and_reconciles():
     feed_noon()
-    with job_lock("flush"):
-        summary = reconcile_yesterday_task()
+    holding = threading.Event()
+
+    def running_flush() -> None:
+        with job_lock("flush"):
+            holding.set()
+            time.sleep(1.0)
+
+    flusher = threading.Thread(target=running_flush)
+    flusher.start()
+    holding.wait(5)
+    summary = reconcile_yesterday_task()  # the flush lock is another job's: waited for, not a skip
+    flusher.join()
     assert summary.startswith("reconciled ")
 
 
