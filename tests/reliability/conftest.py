@@ -38,8 +38,8 @@ SHORT = Sizes(
     restart_events=9_000,
     hang_events=6_000,
     hostile_events=2_000,
-    load_rate=600,
-    load_seconds=25,
+    load_rate=3_600,
+    load_seconds=60,
 )
 # Issue 11's sizes: 10 x the design documents' peak of 360 events/s for 10 minutes.
 LONG = Sizes(
