@@ -98,6 +98,7 @@ class BatchClock:
         self._offsets: dict[int, int | None] = {}
         self._minute_stamps: dict[int, str] = {}
         self._day_stamps: dict[int, str] = {}
+        self._days: dict[int, dt.date] = {}
 
     def _offset_at(self, seconds: int) -> int:
         return int(dt.datetime.fromtimestamp(seconds, tz=self._zone).utcoffset().total_seconds())
@@ -125,6 +126,15 @@ class BatchClock:
             wall = dt.datetime.fromtimestamp(seconds + self.offset(seconds), tz=UTC)
             stamp = self._minute_stamps[seconds] = wall.strftime("%Y%m%d%H%M")
             return stamp
+
+    def day(self, seconds: int) -> dt.date:
+        """The business day holding epoch ``seconds`` (as ``local_day``)."""
+        wall_day = (seconds + self.offset(seconds)) // 86400
+        try:
+            return self._days[wall_day]
+        except KeyError:
+            day = self._days[wall_day] = dt.date.fromordinal(wall_day + 719163)
+            return day
 
     def day_stamp(self, seconds: int) -> str:
         """``yyyyMMdd`` of the business day holding epoch ``seconds`` (as ``stamp_day(local_day(...))``)."""

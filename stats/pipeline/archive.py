@@ -7,6 +7,7 @@ Both store each ``event_id`` once (a repeat is not an error) and answer the exac
 
 import datetime as dt
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
-from cpsproject.common.timeutil import local_day
+from cpsproject.common.timeutil import UTC, BatchClock, local_day
 from stats.conf import stats_setting
 from stats.keys import NO_PARTNER
 from stats.models import RawEvent
@@ -76,6 +77,10 @@ class Archive(ABC):
         """Delete the events of the business days before ``day``; return how many went."""
 
 
+def _whole_seconds(moment: dt.datetime) -> int:
+    return math.floor(moment.timestamp())
+
+
 class SqlArchive(Archive):
     """Raw events in the Django database (``RawEvent``)."""
 
@@ -97,19 +102,21 @@ class SqlArchive(Archive):
     CHUNK = 1000
 
     def store(self, events: Iterable[Event]) -> None:
-        rows = [self._row(event) for event in events]
-        if not rows:
+        events = list(events)
+        if not events:
             return
         if connection.vendor == "mysql":
-            self._store_mysql(rows)
+            self._store_mysql(events)
             return
         # SQLite's executemany binds plain tuples in C: nothing to gain by building the SQL.
+        clock = BatchClock()
+        rows = [self._row(event, clock) for event in events]
         with connection.cursor() as cursor:
             for start in range(0, len(rows), self.CHUNK):
                 cursor.executemany(self._insert_ignoring_repeats(), rows[start : start + self.CHUNK])
 
     @staticmethod
-    def _row(event: Event) -> tuple:
+    def _row(event: Event, clock: BatchClock) -> tuple:
         lineage = getattr(event, "lineage", None)
         path = (*lineage.codes, "", "", "") if lineage else ("", "", "")
         return (
@@ -117,7 +124,7 @@ class SqlArchive(Archive):
             event.type,
             # Naive UTC, as Django stores a DateTimeField with USE_TZ on MySQL and SQLite (events hold UTC).
             event.ts.replace(tzinfo=None),
-            local_day(event.ts),
+            clock.day(_whole_seconds(event.ts)),
             lineage.code if lineage else NO_PARTNER,
             path[0],
             path[1],
@@ -130,38 +137,59 @@ class SqlArchive(Archive):
     # mysqlclient's own executemany splits statements at about 1 MB too; events are at most MAX_EVENT_BYTES.
     MAX_STATEMENT_BYTES = 1_000_000
 
-    def _store_mysql(self, rows: list[tuple]) -> None:
+    def _store_mysql(self, events: list[Event]) -> None:
         """Multi-row INSERTs built here: mysqlclient's executemany escapes every value through Python calls,
-        which cost more than MariaDB spends on the insert; partner codes and types repeat, so each distinct
-        string is escaped once per batch."""
+        which cost more than MariaDB spends on the insert. Partner codes and types repeat, so each distinct
+        string is escaped once per batch; a batch spans a few seconds, so each second's date and time text is
+        made once."""
+        clock = BatchClock()
         with connection.cursor() as cursor:
             db = connection.connection  # the MySQLdb connection, open now
+            literal = db.string_literal
             head, tail = self._insert_ignoring_repeats().encode().split(b"VALUES", 1)
             tail = tail.split(b")", 1)[1]  # what follows "(%s, …)": the ON DUPLICATE KEY clause
-            literals: dict[str, bytes] = {}
+            texts: dict[str, bytes] = {}
+            paths: dict[object, bytes] = {}  # lineage -> its escaped partner, l1, l2, l3 columns
+            seconds_text: dict[int, tuple[bytes, bytes]] = {}  # epoch second -> (UTC time, business day)
 
             def text(value: str) -> bytes:
                 try:
-                    return literals[value]
+                    return texts[value]
                 except KeyError:
-                    quoted = literals[value] = db.string_literal(value.encode())
+                    quoted = texts[value] = literal(value.encode())
                     return quoted
+
+            def path(lineage) -> bytes:
+                try:
+                    return paths[lineage]
+                except KeyError:
+                    codes = (*lineage.codes, "", "", "")[:3] if lineage else ("", "", "")
+                    own = lineage.code if lineage else NO_PARTNER
+                    columns = paths[lineage] = b",".join(text(code) for code in (own, *codes))
+                    return columns
 
             values: list[bytes] = []
             size = 0
-            for event_id, kind, ts, day, partner, l1, l2, l3, openid, is_bot, payload in rows:
-                row = b"(%s,%s,'%s','%s',%s,%s,%s,%s,%s,%d,%s)" % (
-                    db.string_literal(event_id.encode()),
-                    text(kind),
-                    ts.isoformat(" ").encode(),
-                    day.isoformat().encode(),
-                    text(partner),
-                    text(l1),
-                    text(l2),
-                    text(l3),
-                    text(openid),
-                    is_bot,
-                    db.string_literal(payload.encode()),
+            for event in events:
+                ts = event.ts
+                seconds = _whole_seconds(ts)
+                try:
+                    moment, day = seconds_text[seconds]
+                except KeyError:
+                    moment = dt.datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S").encode()
+                    day = clock.day(seconds).isoformat().encode()
+                    seconds_text[seconds] = moment, day
+                if ts.microsecond:
+                    moment = b"%s.%06d" % (moment, ts.microsecond)
+                row = b"(%s,%s,'%s','%s',%s,%s,%d,%s)" % (
+                    literal(event.event_id.encode()),
+                    text(event.type),
+                    moment,
+                    day,
+                    path(getattr(event, "lineage", None)),
+                    text(getattr(event, "openid", "")),
+                    getattr(event, "is_bot", False),
+                    literal(event.payload.encode()),
                 )
                 values.append(row)
                 size += len(row)
@@ -188,8 +216,8 @@ class SqlArchive(Archive):
         # In chunks of primary keys: one huge DELETE would hold its locks and grow the undo log for minutes.
         purged = 0
         old = RawEvent.objects.filter(day__lt=day)
-        while ids := list(old.values_list("event_id", flat=True)[:chunk]):
-            purged += RawEvent.objects.filter(event_id__in=ids).delete()[0]
+        while ids := list(old.values_list("id", flat=True)[:chunk]):
+            purged += RawEvent.objects.filter(id__in=ids).delete()[0]
             logger.info("archive purge: %d raw events before %s deleted so far", purged, day)
         return purged
 

@@ -1,6 +1,7 @@
 """One contract, two archive backends: the SQL table and MongoDB (in-process on mongomock)."""
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -65,3 +66,36 @@ def test_day_counts_are_exact_per_partner_and_subtree(archive):
     assert counts.pv_self == {"A1a": 2, "A1": 1, "A2": 1, NO_PARTNER: 1, "B": 1}
     assert counts.uv_self == {"A1a": 1, "A1": 1, "A2": 1, NO_PARTNER: 1, "B": 0}
     assert counts.bot_pv == {"A2": 1}
+
+
+@pytest.mark.parametrize(
+    ("ts", "stored_ts", "day"),
+    [
+        # the last microsecond of a Shanghai day, then its first moment: the business day, not the UTC one
+        ("2026-11-21T15:59:59.999999+00:00", "2026-11-21 15:59:59.999999", "2026-11-21"),
+        ("2026-11-21T16:00:00+00:00", "2026-11-21 16:00:00", "2026-11-22"),
+        ("2026-11-21T20:30:00.5+08:00", "2026-11-21 12:30:00.500000", "2026-11-21"),
+    ],
+)
+def test_the_sql_archive_stores_the_utc_time_the_business_day_and_the_chain(ts, stored_ts, day):
+    create_tree()
+    fields = {"event_id": "e-odd", "type": "pv", "ts": ts, "partner": "A1a", "openid": "o-'\\q\"", "ua": "猫"}
+    payload = json.dumps(fields, ensure_ascii=False)
+    SqlArchive().store(events(payload.encode()))
+
+    row = RawEvent.objects.get(event_id="e-odd")
+    assert row.ts.replace(tzinfo=None).isoformat(" ", timespec="microseconds") == (
+        stored_ts if "." in stored_ts else stored_ts + ".000000"
+    )
+    assert row.day.isoformat() == day
+    assert (row.partner, row.partner_l1, row.partner_l2, row.partner_l3) == ("A1a", "A", "A1", "A1a")
+    assert row.openid == "o-'\\q\""
+    assert row.payload == payload
+
+
+def test_the_sql_archive_stores_traffic_with_no_partner_under_its_own_code():
+    SqlArchive().store(events(pv_event(NOON, event_id="e-none")))
+
+    row = RawEvent.objects.get(event_id="e-none")
+    assert (row.partner, row.partner_l1, row.partner_l2, row.partner_l3) == (NO_PARTNER, "", "", "")
+    assert (row.day, row.is_bot) == (dt.date(2026, 11, 21), False)
