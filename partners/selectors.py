@@ -1,5 +1,3 @@
-from dataclasses import dataclass
-
 from django.db.models import QuerySet
 
 from partners.models import Partner
@@ -11,16 +9,22 @@ def partner_subtree(*, partner: Partner, include_self: bool = True) -> QuerySet[
     return qs if include_self else qs.exclude(pk=partner.pk)
 
 
-@dataclass(frozen=True)
 class Lineage:
-    """What the ingest path needs to know of a partner code: its chain of codes, root first, and activity."""
+    """What the ingest path needs to know of a partner code: its chain of codes, root first, and activity.
 
-    codes: tuple[str, ...]
-    is_active: bool
+    Compared and hashed by identity: the counters group a batch's events by lineage, and one directory load
+    holds one object per code, so hashing the chain per event would be wasted work.
+    """
 
-    @property
-    def code(self) -> str:
-        return self.codes[-1]
+    __slots__ = ("codes", "is_active", "code")
+
+    def __init__(self, codes: tuple[str, ...], is_active: bool) -> None:
+        self.codes = codes
+        self.is_active = is_active
+        self.code = codes[-1]
+
+    def __repr__(self) -> str:
+        return f"Lineage({'/'.join(self.codes)}{'' if self.is_active else ', inactive'})"
 
 
 def partner_lineages() -> dict[str, Lineage]:

@@ -1,47 +1,58 @@
 """Many hash increments in one command: what keeps a batch's Redis apply one cheap round trip.
 
-A batch of 2,000 events touches thousands of (hash, field) pairs; the 1-second and 5-second series alone give
-nearly one pair per event and counter. Sent as HINCRBYs, packing and parsing them cost more than Redis spends
-on them. One script call carries them all, inside the same MULTI/EXEC as the offset, with every key declared
-(and sharing the prefix's hash tag) so it runs on Redis Cluster too.
+A batch touches tens of thousands of (hash, field) pairs; the 1-second and 5-second series alone give nearly
+one pair per event and counter. Sent as HINCRBYs, packing and parsing them cost more than Redis spends on
+them; sent as script arguments, redis-py still encodes each one in Python. So the increments travel as one
+JSON argument (``orjson`` writes it in C, numpy arrays included; the script reads it with Redis' built-in
+``cjson``), inside the same MULTI/EXEC as the offset, with every key declared (and sharing the prefix's hash
+tag) so it runs on Redis Cluster too.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Sequence
 
-# KEYS: the hashes. ARGV: one safety TTL per key (seconds), then (index into KEYS, field, amount) triples.
+import numpy as np
+import orjson
+
+# KEYS: the hashes, then an index of them. ARGV: JSON [ttl per hash], JSON [hash number, field, amount, ...]
+# (flat triples), JSON [the index member of each hash], the index's TTL.
 _HINCRBY_MANY = """
-local n = #KEYS
-for i = n + 1, #ARGV, 3 do
-  redis.call('HINCRBY', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+local index = KEYS[#KEYS]
+local ttls, triples, members = cjson.decode(ARGV[1]), cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
+for i = 1, #triples, 3 do
+  redis.call('HINCRBY', KEYS[triples[i]], triples[i + 1], triples[i + 2])
 end
-for i = 1, n do
-  redis.call('EXPIRE', KEYS[i], ARGV[i])
+for i = 1, #KEYS - 1 do
+  redis.call('EXPIRE', KEYS[i], ttls[i])
+  redis.call('ZADD', index, 0, members[i])
 end
-return (#ARGV - n) / 3
+redis.call('EXPIRE', index, ARGV[4])
+return #triples / 3
 """
-
-# Bounds one call's argument list; a larger batch simply makes several calls in the same transaction.
-MAX_PER_CALL = 20_000
 
 
 def queue_hincrby_many(
-    pipe, hashes: Mapping[str, Mapping[str | int, int]], *, ttl: Callable[[str], int]
+    pipe,
+    hashes: Sequence[str],
+    triples: np.ndarray,
+    *,
+    ttls: Sequence[int],
+    index: str,
+    members: Sequence[str],
+    index_ttl: int,
 ) -> None:
-    """Queue ``HINCRBY key field amount`` for every ``key -> {field: amount}`` as few script calls.
+    """Queue ``HINCRBY hashes[k - 1] field amount`` for each row ``(k, field, amount)`` of ``triples``.
 
-    Every key touched gets (again) the safety TTL ``ttl(key)``, far beyond the job that consumes it.
+    Every hash gets (again) its safety TTL ``ttls[k - 1]``, far beyond the job that consumes it, and its entry
+    ``members[k - 1]`` (score 0) in the sorted set ``index``, where the cleaner finds it. Integer fields are
+    stored as their decimal digits, as HINCRBY would.
     """
     script = pipe.register_script(_HINCRBY_MANY)
-    key_list: list[str] = []
-    triples: list[int | str] = []
-    for key, fields in hashes.items():
-        number = len(key_list) + 1
-        for field, amount in fields.items():
-            if amount:
-                triples += (number, field, amount)
-        key_list.append(key)
-        if len(triples) >= 3 * MAX_PER_CALL:
-            script(keys=key_list, args=[*map(ttl, key_list), *triples], client=pipe)
-            key_list, triples = [], []
-    if triples:
-        script(keys=key_list, args=[*map(ttl, key_list), *triples], client=pipe)
+    args = [
+        orjson.dumps(list(ttls)),
+        orjson.dumps(
+            np.ascontiguousarray(triples, dtype=np.int64).ravel(), option=orjson.OPT_SERIALIZE_NUMPY
+        ),
+        orjson.dumps(list(members)),
+        index_ttl,
+    ]
+    script(keys=[*hashes, index], args=args, client=pipe)

@@ -2,8 +2,10 @@
 
 import datetime as dt
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+
+import orjson
 
 from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import BatchClock, floor_local, stamp_minute
@@ -18,28 +20,45 @@ def bucket_start(moment: dt.datetime) -> dt.datetime:
     return floor_local(moment, stats_setting("BUCKET_SECONDS"))
 
 
-# KEYS: the bucket hashes, then the bucket index. ARGV: the batch's generation, the safety TTL, then per bucket
-# its index score (yyyyMMddHHmm) and its tree, self and bot increments. A bucket the script creates gets its
-# generation, TTL and index entry once; later batches only increment it (flush deletes key and entry together).
+# KEYS: the bucket hashes, then the bucket index. ARGV: the batch's generation, the safety TTL, then JSON: per
+# bucket its index score (yyyyMMddHHmm) and its tree, self and bot increments. A bucket the script creates gets
+# its generation, TTL and index entry once; later batches only increment it (flush deletes key and entry
+# together). The increments travel as one JSON argument (see ``stats.counters.hincrby``).
 _ADD_TO_BUCKETS = """
 local index = KEYS[#KEYS]
 local generation, ttl = ARGV[1], ARGV[2]
+local numbers = cjson.decode(ARGV[3])
 for i = 1, #KEYS - 1 do
-  local key, at = KEYS[i], 4 * i - 1
-  if ARGV[at + 1] ~= '0' then redis.call('HINCRBY', key, 'tree', ARGV[at + 1]) end
-  if ARGV[at + 2] ~= '0' then redis.call('HINCRBY', key, 'self', ARGV[at + 2]) end
-  if ARGV[at + 3] ~= '0' then redis.call('HINCRBY', key, 'bot', ARGV[at + 3]) end
+  local key, at = KEYS[i], 4 * i - 3
+  if numbers[at + 1] ~= 0 then redis.call('HINCRBY', key, 'tree', numbers[at + 1]) end
+  if numbers[at + 2] ~= 0 then redis.call('HINCRBY', key, 'self', numbers[at + 2]) end
+  if numbers[at + 3] ~= 0 then redis.call('HINCRBY', key, 'bot', numbers[at + 3]) end
   if redis.call('HSETNX', key, 'gen', generation) == 1 then
     redis.call('EXPIRE', key, ttl)
-    redis.call('ZADD', index, ARGV[at], key)
+    redis.call('ZADD', index, numbers[at], key)
   end
 end
 redis.call('EXPIRE', index, ttl)
 return #KEYS - 1
 """
 
+# KEYS: HyperLogLogs. ARGV: the safety TTL, then JSON: per key the list of users to add. PFADD takes a few
+# thousand members per call (Lua's stack bounds ``unpack``).
+_ADD_TO_HLLS = """
+local members = cjson.decode(ARGV[2])
+for i = 1, #KEYS do
+  local users = members[i]
+  for first = 1, #users, 4000 do
+    redis.call('PFADD', KEYS[i], unpack(users, first, math.min(first + 3999, #users)))
+  end
+  redis.call('EXPIRE', KEYS[i], ARGV[1])
+end
+return #KEYS
+"""
+
 # Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
 BUCKETS_PER_CALL = 5000
+HLLS_PER_CALL = 2000
 
 
 def queue_page_views(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
@@ -51,47 +70,69 @@ def queue_page_views(pipe, views: Iterable[PageView], *, now: dt.datetime) -> No
     clock = BatchClock()
     period = stats_setting("BUCKET_SECONDS")
     no_partner = (keys.NO_PARTNER,)
+    views = list(views)
+    # Views of one partner in one second touch the same keys: count them, and gather each partner-day's users,
+    # first; the fan-out to buckets, days and ancestors then runs once per group instead of once per view.
+    per_second = Counter((view.lineage, view.seconds, view.is_bot) for view in views)
+    day_of = {seconds: clock.day_stamp(seconds) for seconds in {seconds for _, seconds, _ in per_second}}
+    users: defaultdict[tuple[object, str], set[str]] = defaultdict(set)
+    for view in views:
+        if view.openid and not view.is_bot:
+            users[(view.lineage, day_of[view.seconds])].add(view.openid)
+
     # (code, bucket start) -> [tree, self, bot]
     buckets: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
-    visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for view in views:
-        start = clock.floor(view.seconds, period)
-        chain = view.lineage.codes if view.lineage else no_partner
-        own = chain[-1]
-        if view.is_bot:
-            buckets[(own, start)][2] += 1
+    for (lineage, seconds, is_bot), n in per_second.items():
+        start = clock.floor(seconds, period)
+        chain = lineage.codes if lineage else no_partner
+        own = buckets[(chain[-1], start)]
+        if is_bot:
+            own[2] += n
             continue
-        buckets[(own, start)][1] += 1
+        own[1] += n
         for code in chain:
-            buckets[(code, start)][0] += 1
-        if view.openid:
-            day = clock.day_stamp(view.seconds)
-            visitors[(own, day, SELF)].add(view.openid)
-            for code in chain:
-                visitors[(code, day, TREE)].add(view.openid)
+            buckets[(code, start)][0] += n
+    visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for (lineage, day), openids in users.items():
+        chain = lineage.codes if lineage else no_partner
+        visitors[(chain[-1], day, SELF)].update(openids)
+        for code in chain:
+            visitors[(code, day, TREE)].update(openids)
+
     ttl = keys.realtime_ttl()
     if buckets:
         add = pipe.register_script(_ADD_TO_BUCKETS)
         generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
         items = list(buckets.items())
         for first in range(0, len(items), BUCKETS_PER_CALL):
-            bucket_keys, args = [], [generation, ttl]
+            bucket_keys: list[str] = []
+            numbers: list[int] = []
             for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
                 stamp = clock.stamp_minute(start)
                 bucket_keys.append(keys.pv_bucket(code, stamp))
-                args += (stamp, tree, own, bot)
-            add(keys=[*bucket_keys, keys.pv_index()], args=args, client=pipe)
-    uv_keys_by_day: defaultdict[str, list[str]] = defaultdict(list)
-    for (code, day, scope), openids in visitors.items():
-        key = keys.uv_day(code, day, scope)
-        pipe.pfadd(key, *openids)
-        pipe.expire(key, ttl)
-        uv_keys_by_day[day].append(key)
-    for day, uv_keys in uv_keys_by_day.items():
-        pipe.sadd(keys.uv_index(day), *uv_keys)
-        pipe.zadd(keys.uv_days(), {day: int(day)})
-        pipe.expire(keys.uv_index(day), ttl)
-        pipe.expire(keys.uv_days(), ttl)
+                numbers += (int(stamp), tree, own, bot)
+            add(
+                keys=[*bucket_keys, keys.pv_index()],
+                args=[generation, ttl, orjson.dumps(numbers)],
+                client=pipe,
+            )
+    if visitors:
+        add_users = pipe.register_script(_ADD_TO_HLLS)
+        uv_keys_by_day: defaultdict[str, list[str]] = defaultdict(list)
+        items = [
+            (keys.uv_day(code, day, scope), day, openids) for (code, day, scope), openids in visitors.items()
+        ]
+        for first in range(0, len(items), HLLS_PER_CALL):
+            chunk = items[first : first + HLLS_PER_CALL]
+            members = orjson.dumps([list(openids) for _, _, openids in chunk])
+            add_users(keys=[key for key, _, _ in chunk], args=[ttl, members], client=pipe)
+        for key, day, _ in items:
+            uv_keys_by_day[day].append(key)
+        for day, uv_keys in uv_keys_by_day.items():
+            pipe.sadd(keys.uv_index(day), *uv_keys)
+            pipe.zadd(keys.uv_days(), {day: int(day)})
+            pipe.expire(keys.uv_index(day), ttl)
+            pipe.expire(keys.uv_days(), ttl)
 
 
 def queue_hll_union(pipe, target: str, *, blobs: Iterable[bytes | None], sources: Iterable[str]) -> int:

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import orjson
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -60,21 +61,22 @@ def _expire_script(client):
     return client.register_script(_EXPIRE_SLOTS)
 
 
-# KEYS: the window-scope's slot index and totals, then its slot hashes. ARGV: the safety TTL, each slot's start
-# epoch, then (slot number, partner, PV) triples. Slot and total move together, so totals == sum of live slots.
+# KEYS: the window-scope's slot index and totals, then its slot hashes. ARGV: the safety TTL, then JSON: each
+# slot's start epoch, then (slot number, partner, PV) triples. Slot and total move together, so totals == sum
+# of live slots. The numbers travel as JSON (see ``stats.counters.hincrby``).
 _ADD_TO_SLOTS = """
-local slots = #KEYS - 2
-for i = slots + 2, #ARGV, 3 do
-  redis.call('HINCRBY', KEYS[2 + tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
-  redis.call('ZINCRBY', KEYS[2], ARGV[i + 2], ARGV[i + 1])
+local starts, triples = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
+for i = 1, #triples, 3 do
+  redis.call('HINCRBY', KEYS[2 + triples[i]], triples[i + 1], triples[i + 2])
+  redis.call('ZINCRBY', KEYS[2], triples[i + 2], triples[i + 1])
 end
-for i = 1, slots do
-  redis.call('ZADD', KEYS[1], ARGV[1 + i], KEYS[2 + i])
+for i = 1, #starts do
+  redis.call('ZADD', KEYS[1], starts[i], KEYS[2 + i])
   redis.call('EXPIRE', KEYS[2 + i], ARGV[1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
-return (#ARGV - slots - 1) / 3
+return #triples / 3
 """
 
 
@@ -90,8 +92,12 @@ def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None
         ttl = keys.ranking_ttl(window.slot_seconds, window.slots)
         # scope -> slot start -> partner -> PV
         counts = {scope: defaultdict(Counter) for scope in SCOPES}
+        slot_of: dict[int, int] = {}
         for (lineage, seconds), n in per_second.items():
-            slot = clock.floor(seconds, window.slot_seconds)
+            try:
+                slot = slot_of[seconds]
+            except KeyError:
+                slot = slot_of[seconds] = clock.floor(seconds, window.slot_seconds)
             if slot < oldest:
                 continue  # already outside the window
             counts["self"][slot][lineage.code] += n
@@ -105,10 +111,11 @@ def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None
             if not by_slot:
                 continue
             slot_keys = [keys.ranking_slot(window.name, scope, slot) for slot in by_slot]
-            args: list[int | str] = [ttl, *by_slot]
+            triples: list[int | str] = []
             for number, partners in enumerate(by_slot.values(), 1):
                 for code, amount in partners.items():
-                    args += (number, code, amount)
+                    triples += (number, code, amount)
+            args = [ttl, orjson.dumps(list(by_slot)), orjson.dumps(triples)]
             add(keys=[index, total, *slot_keys], args=args, client=pipe)
 
 

@@ -9,6 +9,7 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
 
+import numpy as np
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -47,41 +48,55 @@ def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     """Queue the increment of every (precision, counter, sample) the batch touches."""
     clock = BatchClock()
     retention = precisions()
-    # Events of one chain in one second share every sample: count them first, then fan out once.
-    per_second: Counter[tuple[tuple[str, ...], int]] = Counter(
-        (view.lineage.codes if view.lineage else (), view.seconds) for view in views if not view.is_bot
+    # Events of one partner in one second share every sample: count them first.
+    per_second: Counter[tuple[object, int]] = Counter(
+        (view.lineage, view.seconds) for view in views if not view.is_bot
     )
     if not per_second:
         return
-    # (counter, precision) -> sample start -> count; per chain, the sample dicts of its counters by precision.
-    samples: dict[tuple[str, int], dict[int, int]] = {}
-    targets_of: dict[tuple[str, ...], list[tuple[int, list[dict[int, int]]]]] = {}
-    for (codes, seconds), n in per_second.items():
+    # One row per (lineage, second) and counter it feeds: the site's and each partner's of the chain.
+    counter_number: dict[str, int] = {ALL_TRAFFIC: 0}
+    numbers_of: dict[object, list[int]] = {}
+    row_counter: list[int] = []
+    row_second: list[int] = []
+    row_views: list[int] = []
+    for (lineage, seconds), n in per_second.items():
         try:
-            targets = targets_of[codes]
+            numbers = numbers_of[lineage]
         except KeyError:
-            counters = (ALL_TRAFFIC, *(partner_counter(code) for code in codes))
-            targets = targets_of[codes] = [
-                (precision, [samples.setdefault((counter, precision), {}) for counter in counters])
-                for precision in retention
+            codes = lineage.codes if lineage else ()
+            numbers = numbers_of[lineage] = [
+                0,
+                *(counter_number.setdefault(partner_counter(c), len(counter_number)) for c in codes),
             ]
-        offset = clock.offset(seconds)
-        wall = seconds + offset
-        for precision, counts in targets:
-            sample = wall - wall % precision - offset
-            for count in counts:
-                count[sample] = count.get(sample, 0) + n
-    hashes = {
-        keys.series_hash(precision, counter): counts for (counter, precision), counts in samples.items()
-    }
-    ttls = {
-        keys.series_hash(precision, counter): keys.series_ttl(precision, retention[precision])
-        for counter, precision in samples
-    }
-    queue_hincrby_many(pipe, hashes, ttl=ttls.__getitem__)
-    known = {keys.series_member(precision, counter): 0 for counter, precision in samples}
-    pipe.zadd(keys.series_known(), known)
-    pipe.expire(keys.series_known(), keys.LONG_TTL)
+        row_counter += numbers
+        row_second += [seconds] * len(numbers)
+        row_views += [n] * len(numbers)
+    counter = np.array(row_counter, dtype=np.int64)
+    seconds = np.array(row_second, dtype=np.int64)
+    views_in_row = np.array(row_views, dtype=np.int64)
+    # A batch spans a few distinct seconds: the zone's offset is looked up once for each (exact across DST).
+    distinct, at = np.unique(seconds, return_inverse=True)
+    offset = np.array([clock.offset(int(s)) for s in distinct], dtype=np.int64)[at]
+    wall = seconds + offset
+    counters = list(counter_number)
+    # Per precision, sum the rows of each (counter, sample) pair with numpy rather than a dict per counter.
+    for precision, kept in retention.items():
+        sample = wall - wall % precision - offset
+        first = int(sample.min())
+        span = int(sample.max()) - first + 1
+        pairs, where = np.unique(counter * span + (sample - first), return_inverse=True)
+        amounts = np.bincount(where, weights=views_in_row).astype(np.int64)
+        triples = np.column_stack((pairs // span + 1, pairs % span + first, amounts))
+        queue_hincrby_many(
+            pipe,
+            [keys.series_hash(precision, c) for c in counters],
+            triples,
+            ttls=[keys.series_ttl(precision, kept)] * len(counters),
+            index=keys.series_known(),
+            members=[keys.series_member(precision, c) for c in counters],
+            index_ttl=keys.LONG_TTL,
+        )
 
 
 def oldest_kept_sample(precision: int, now: dt.datetime) -> int:

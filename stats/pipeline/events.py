@@ -80,6 +80,11 @@ def is_bot_user_agent(user_agent: str) -> bool:
     return bool(user_agent) and _bot_matcher(tuple(stats_setting("BOT_UA_PATTERNS")))(user_agent)
 
 
+def _storable(value: object, limit: int) -> bool:
+    """Whether ``value`` is a string ``identifier`` would return as it is: the common case, tested inline."""
+    return type(value) is str and 0 < len(value) <= limit and value.isprintable()
+
+
 def _shown(value: object) -> str:
     """A short, printable rendering of a rejected value for the dead letter's detail."""
     text = value if isinstance(value, str) else type(value).__name__
@@ -135,49 +140,77 @@ def _optional_text(payload: dict, name: str) -> str:
     return value
 
 
-@lru_cache(maxsize=4)
-def _accepted_span(now: dt.datetime, lateness: int, future: int) -> tuple[dt.datetime, dt.datetime]:
-    """The oldest and newest ``ts`` counted at ``now`` (a batch shares one ``now``)."""
-    return now - dt.timedelta(seconds=lateness), now + dt.timedelta(seconds=future)
+class EventReader:
+    """``parse_event`` for a whole batch: the options, the accepted time span and the bot test resolved once.
+
+    Each field takes an inline fast path when it is already what the rules accept (a short printable string,
+    an integer ``ts``) and the rule functions above otherwise, so every reason and message stays theirs.
+    """
+
+    def __init__(self, *, lineages: Mapping[str, Lineage], now: dt.datetime) -> None:
+        self.lineages = lineages
+        self.now = now
+        self.max_bytes = stats_setting("MAX_EVENT_BYTES")
+        self.earliest = now - dt.timedelta(seconds=stats_setting("MAX_LATENESS_SECONDS"))
+        self.latest = now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS"))
+        self.is_bot = _bot_matcher(tuple(stats_setting("BOT_UA_PATTERNS")))
+
+    def read(self, raw: bytes | None) -> Event:
+        """Parse one message value; raise ``Rejected`` with the dead-letter reason when it cannot be counted."""
+        if not raw:
+            raise Rejected(Reason.EMPTY, "no value (a tombstone)" if raw is None else "an empty value")
+        if len(raw) > self.max_bytes:
+            raise Rejected(Reason.TOO_LARGE, f"{len(raw)} bytes is over {self.max_bytes}")
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
+        try:
+            payload = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise Rejected(Reason.NOT_JSON, str(exc)[:200]) from exc
+        if type(payload) is not dict:
+            raise Rejected(Reason.NOT_OBJECT, f"a JSON {type(payload).__name__}, not an object")
+        event_id = payload.get("event_id")
+        if not _storable(event_id, 128):
+            event_id = identifier(payload, "event_id", required=True)
+        event_type = payload.get("type")
+        if not _storable(event_type, 16):
+            event_type = identifier(payload, "type", required=True, limit=16, numbers=False)
+        ts = payload.get("ts")
+        if type(ts) is int:
+            try:
+                ts = from_epoch(ts / 1000)
+            except (OverflowError, OSError, ValueError):
+                ts = parse_ts(ts)  # raises with the rule's message
+        elif ts is None or ts == "":
+            raise Rejected(Reason.MISSING_FIELD, "ts is missing")
+        else:
+            ts = parse_ts(ts)
+        if ts > self.latest:
+            raise Rejected(Reason.TS_IN_FUTURE, f"ts {ts.isoformat()} is ahead of now {self.now.isoformat()}")
+        if ts < self.earliest:
+            raise Rejected(Reason.TS_TOO_OLD, f"ts {ts.isoformat()} is older than the maximum lateness")
+        parse = event_parser(event_type)
+        if parse is None:
+            raise Rejected(
+                Reason.UNKNOWN_TYPE, f"type {event_type!r} is not one of {', '.join(event_types())}"
+            )
+        return parse(
+            payload, Envelope(event_id=event_id, ts=ts, text=text, lineages=self.lineages, reader=self)
+        )
 
 
 def parse_event(raw: bytes | None, *, lineages: Mapping[str, Lineage], now: dt.datetime) -> Event:
     """Parse one message value; raise ``Rejected`` with the dead-letter reason when it cannot be counted."""
-    if not raw:
-        raise Rejected(Reason.EMPTY, "no value (a tombstone)" if raw is None else "an empty value")
-    if len(raw) > stats_setting("MAX_EVENT_BYTES"):
-        raise Rejected(Reason.TOO_LARGE, f"{len(raw)} bytes is over {stats_setting('MAX_EVENT_BYTES')}")
-    try:
-        text = bytes(raw).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
-    try:
-        payload = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise Rejected(Reason.NOT_JSON, str(exc)[:200]) from exc
-    if not isinstance(payload, dict):
-        raise Rejected(Reason.NOT_OBJECT, f"a JSON {type(payload).__name__}, not an object")
-    event_id = identifier(payload, "event_id", required=True)
-    event_type = identifier(payload, "type", required=True, limit=16, numbers=False)
-    if payload.get("ts") in (None, ""):
-        raise Rejected(Reason.MISSING_FIELD, "ts is missing")
-    ts = parse_ts(payload["ts"])
-    earliest, latest = _accepted_span(
-        now, stats_setting("MAX_LATENESS_SECONDS"), stats_setting("MAX_FUTURE_SECONDS")
-    )
-    if ts > latest:
-        raise Rejected(Reason.TS_IN_FUTURE, f"ts {ts.isoformat()} is ahead of now {now.isoformat()}")
-    if ts < earliest:
-        raise Rejected(Reason.TS_TOO_OLD, f"ts {ts.isoformat()} is older than the maximum lateness")
-    parse = event_parser(event_type)
-    if parse is None:
-        raise Rejected(Reason.UNKNOWN_TYPE, f"type {event_type!r} is not one of {', '.join(event_types())}")
-    return parse(payload, Envelope(event_id=event_id, ts=ts, text=text, lineages=lineages))
+    return EventReader(lineages=lineages, now=now).read(raw)
 
 
 def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     """The ``pv`` event type (registered by ``stats.apps``)."""
-    code = identifier(payload, "partner", required=False, limit=64)
+    code = payload.get("partner")
+    if not _storable(code, 64):
+        code = identifier(payload, "partner", required=False, limit=64)
     lineage = None
     if code:
         lineage = envelope.lineages.get(code)
@@ -185,16 +218,22 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
             raise Rejected(Reason.UNKNOWN_PARTNER, f"partner {code!r} does not exist", subject=code)
         if not lineage.is_active:
             raise Rejected(Reason.INACTIVE_PARTNER, f"partner {code!r} is inactive")
-    openid = identifier(payload, "openid", required=False)
-    _optional_text(payload, "url")
-    _optional_text(payload, "ip")
-    user_agent = _optional_text(payload, "ua")
+    openid = payload.get("openid")
+    if not _storable(openid, 128):
+        openid = identifier(payload, "openid", required=False)
+    for name in ("url", "ip"):
+        if type(payload.get(name)) is not str:
+            _optional_text(payload, name)
+    user_agent = payload.get("ua")
+    if type(user_agent) is not str:
+        user_agent = _optional_text(payload, "ua")
+    is_bot = envelope.reader.is_bot if envelope.reader else is_bot_user_agent
     return PageView(
         event_id=envelope.event_id,
         ts=envelope.ts,
         seconds=int(envelope.ts.timestamp()),
         lineage=lineage,
         openid=openid,
-        is_bot=is_bot_user_agent(user_agent),
+        is_bot=bool(user_agent) and is_bot(user_agent),
         payload=envelope.text,
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import groupby
 from typing import NamedTuple
 
 from django.db import transaction
@@ -28,7 +29,7 @@ from stats.conf import stats_setting
 from stats.models import DeadLetter
 from stats.pipeline import metrics
 from stats.pipeline.archive import get_archive
-from stats.pipeline.events import Reason, Rejected, parse_event
+from stats.pipeline.events import EventReader, Reason, Rejected
 from stats.pipeline.isolation import is_unavailable, isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, queue_counters
 
@@ -130,40 +131,46 @@ def _parse(
 ) -> _Parsed:
     parsed = _Parsed()
     lineages = retry_while_unavailable(directory.lineages, what="loading partners", should_stop=should_stop)
+    reader = EventReader(lineages=lineages, now=now)
     refreshed = False
-    for message in messages:
-        where = (message.source, message.partition)
-        parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), message.offset + 1)
-        parsed.first_offsets[where] = min(parsed.first_offsets.get(where, message.offset), message.offset)
-        try:
+    # A poll returns each partition's records together and in offset order: handle them a partition at a time.
+    for where, run in groupby(messages, key=lambda message: (message.source, message.partition)):
+        run = list(run)
+        offsets = [message.offset for message in run]
+        parsed.first_offsets[where] = min(parsed.first_offsets.get(where, offsets[0]), min(offsets))
+        parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), max(offsets) + 1)
+        counted = parsed.events[where]
+        for message in run:
             try:
-                event = parse_event(message.value, lineages=lineages, now=now)
+                try:
+                    event = reader.read(message.value)
+                except Rejected as rejected:
+                    code = rejected.subject
+                    if rejected.reason != Reason.UNKNOWN_PARTNER or not directory.worth_reloading_for(code):
+                        raise
+                    if not refreshed:
+                        # The partner may have been created since the cache was loaded: reload once per batch.
+                        lineages = retry_while_unavailable(
+                            lambda: directory.lineages(force=True),
+                            what="reloading partners",
+                            should_stop=should_stop,
+                        )
+                        reader = EventReader(lineages=lineages, now=now)
+                        refreshed = True
+                    if code not in lineages:
+                        directory.note_missing(code)
+                        raise
+                    event = reader.read(message.value)
             except Rejected as rejected:
-                code = rejected.subject
-                if rejected.reason != Reason.UNKNOWN_PARTNER or not directory.worth_reloading_for(code):
-                    raise
-                if not refreshed:
-                    # The partner may have been created since the cache was loaded: reload once per batch.
-                    lineages = retry_while_unavailable(
-                        lambda: directory.lineages(force=True),
-                        what="reloading partners",
-                        should_stop=should_stop,
-                    )
-                    refreshed = True
-                if code not in lineages:
-                    directory.note_missing(code)
-                    raise
-                event = parse_event(message.value, lineages=lineages, now=now)
-        except Rejected as rejected:
-            parsed.reject(message, rejected.reason, rejected.detail)
-            continue
-        except Exception as exc:  # a bug in the parser must not stop all counting: keep the message
-            logger.exception(
-                "the parser failed on %s[%d]@%d", message.source, message.partition, message.offset
-            )
-            parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
-            continue
-        parsed.events[where].append((message, event))
+                parsed.reject(message, rejected.reason, rejected.detail)
+                continue
+            except Exception as exc:  # a bug in the parser must not stop all counting: keep the message
+                logger.exception(
+                    "the parser failed on %s[%d]@%d", message.source, message.partition, message.offset
+                )
+                parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
+                continue
+            counted.append((message, event))
     return parsed
 
 

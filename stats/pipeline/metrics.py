@@ -34,9 +34,9 @@ def record_counted(pipe, pairs: Sequence[tuple]) -> None:
     """Queue the count of ``pairs`` (``(Message, Event)``) on the partition's MULTI/EXEC pipeline."""
     if not pairs:
         return
-    counts = Counter(keys.metrics_counted_field(event.type, message.source) for message, event in pairs)
-    for field, n in counts.items():
-        pipe.hincrby(keys.metrics_counted(), field, n)
+    counts = Counter((event.type, message.source) for message, event in pairs)
+    for (kind, source), n in counts.items():
+        pipe.hincrby(keys.metrics_counted(), keys.metrics_counted_field(kind, source), n)
     pipe.expire(keys.metrics_counted(), keys.LONG_TTL)
 
 

@@ -30,6 +30,7 @@ class Envelope:
     ts: dt.datetime
     text: str
     lineages: Mapping[str, Lineage]
+    reader: Any = None  # the batch's EventReader: options a type's parser may read resolved once per batch
 
 
 # parse(payload, envelope) -> an event, or raise Rejected.

@@ -81,3 +81,54 @@ def test_cleaner_removes_exactly_the_expired_samples(settings, redis_client):
     assert sum(c for _, c in read_series(counter=ALL_TRAFFIC, precision=3600, start=start, end=now)) == 30
     clean_series(now=now + dt.timedelta(days=1), force=True)
     assert redis_client.zcard(keys.series_known()) == 0  # every counter emptied and forgotten
+
+
+def utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text + "+00:00")
+
+
+def test_hour_samples_follow_the_zone_across_the_fall_back_hour(settings):
+    # New York, 2026-11-01: 01:59:59 EDT (05:59:59Z) is followed by 01:00 EST (06:00Z). The two 01:00 hours
+    # are two samples, an hour apart in epoch time.
+    settings.TIME_ZONE = "America/New_York"
+    create_tree()
+    moments = ["04:59:59", "05:30:00", "05:59:59", "06:00:00", "06:30:00", "06:59:59"]
+    feed([pv_event(utc(f"2026-11-01T{m}"), "B") for m in moments], now=utc("2026-11-01T07:00:00"))
+
+    hours = read_series(
+        counter=partner_counter("B"),
+        precision=3600,
+        start=utc("2026-11-01T04:00"),
+        end=utc("2026-11-01T06:59"),
+    )
+    assert [(ts.astimezone(dt.UTC), n) for ts, n in hours] == [
+        (utc("2026-11-01T04:00"), 1),
+        (utc("2026-11-01T05:00"), 2),
+        (utc("2026-11-01T06:00"), 3),
+    ]
+
+
+def test_five_minute_and_hour_samples_start_on_kathmandu_quarter_hours(settings):
+    settings.TIME_ZONE = "Asia/Kathmandu"  # UTC+5:45: local hours start at :15 past the UTC hour
+    create_tree()
+    moments = ["2027-01-01T00:14:59", "2027-01-01T00:15:00", "2027-01-01T00:19:59", "2027-01-01T00:20:00"]
+    feed([pv_event(utc(m), "A1a") for m in moments], now=utc("2027-01-01T00:30:00"))
+
+    hours = read_series(
+        counter=partner_counter("A"),
+        precision=3600,
+        start=utc("2026-12-31T23:15"),
+        end=utc("2027-01-01T00:15"),
+    )
+    assert [(ts.astimezone(dt.UTC), n) for ts, n in hours] == [
+        (utc("2026-12-31T23:15"), 1),
+        (utc("2027-01-01T00:15"), 3),
+    ]
+    fives = read_series(
+        counter=ALL_TRAFFIC, precision=300, start=utc("2027-01-01T00:10"), end=utc("2027-01-01T00:20")
+    )
+    assert [(ts.astimezone(dt.UTC), n) for ts, n in fives] == [
+        (utc("2027-01-01T00:10"), 1),
+        (utc("2027-01-01T00:15"), 2),
+        (utc("2027-01-01T00:20"), 1),
+    ]
