@@ -2,9 +2,11 @@
 
 Order of work, so that a crash anywhere leaves numbers a re-run repairs:
 
-1. read the buckets (absolute counts since their key was created) and the day HyperLogLogs;
-2. in one transaction, upsert bucket rows with those absolute values, recompute the touched days from
-   bucket rows, and merge each day's HyperLogLog into the one stored with the day (a union: idempotent);
+1. read the day HyperLogLogs;
+2. in one transaction, read the buckets (absolute counts since their key was created) a chunk at a time and
+   upsert their rows with those absolute values (on MySQL the next chunk is read from Redis while MariaDB
+   inserts the last one), recompute the touched days from bucket rows, and merge each day's HyperLogLog into
+   the one stored with the day (a union: idempotent);
 3. after the commit, delete each settled key only if it still holds what was written (a compare-and-delete
    script), so an increment that raced the flush stays in Redis for the next one.
 
@@ -16,7 +18,10 @@ import datetime as dt
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import starmap
+from typing import NamedTuple
 
 from django.db.models import Sum
 from django.utils import timezone
@@ -32,7 +37,7 @@ from cpsproject.common.timeutil import (
     stamp_day,
     stamp_minute,
 )
-from cpsproject.common.upsert import upsert_rows
+from cpsproject.common.upsert import upsert_chunks, upsert_rows
 from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
@@ -42,14 +47,17 @@ from stats.models import BucketStat, DailyStat
 logger = logging.getLogger(__name__)
 
 CHUNK = 1000
-# Buckets per compare-and-delete script call: long enough to spare round trips and argument packing, short
-# enough not to hold Redis for more than a millisecond or so.
-DELETE_CHUNK = 200
+# Index members fetched per ZRANGE, their buckets read by one pipeline of script calls: few round trips to a
+# busy Redis, and no command holding it for more than a few milliseconds.
+INDEX_PAGE = 10 * CHUNK
+# Buckets per compare-and-delete script call: one call holds Redis for 5-10 ms, as a read of CHUNK buckets does.
+DELETE_CHUNK = 1000
 
 _BUCKET_FIELDS = (SELF, TREE, BOT, GEN)
+_MISSING = "\t" * (len(_BUCKET_FIELDS) - 1)  # the line of a bucket whose hash is gone
 
 # KEYS = buckets. Returns one string, a line per bucket of its tab-separated fields (empty when missing): a
-# thousand buckets come back as one reply, where HGETALLs cost redis-py (no hiredis) 8 parsed strings each.
+# thousand buckets come back as one reply instead of a thousand parsed ones.
 _READ_BUCKETS = """
 local lines = {}
 for k = 1, #KEYS do
@@ -59,22 +67,23 @@ end
 return table.concat(lines, '\\n')
 """
 
-# KEYS = the bucket index, then buckets; ARGV = 4 expected values per bucket. One call settles a whole chunk.
+# KEYS = the bucket index, then buckets; ARGV = the fields, then the buckets' lines as _READ_BUCKETS returned
+# them, joined by newlines: one argument per chunk, not four per bucket. A bucket is deleted only if its line
+# is still the one that was written to SQL; the deleted ones leave the index in one ZREM.
 _DELETE_BUCKETS_IF_UNCHANGED = """
-local deleted = 0
+local expected, from, gone = ARGV[5], 1, {}
 for k = 2, #KEYS do
-  local now = redis.call('HMGET', KEYS[k], 'self', 'tree', 'bot', 'gen')
-  local base, same = (k - 2) * 4, true
-  for i = 1, 4 do
-    if (now[i] or '') ~= ARGV[base + i] then same = false break end
-  end
-  if same then
-    redis.call('DEL', KEYS[k])
-    redis.call('ZREM', KEYS[1], KEYS[k])
-    deleted = deleted + 1
-  end
+  local to = string.find(expected, '\\n', from, true) or (#expected + 1)
+  local v = redis.call('HMGET', KEYS[k], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  local now = (v[1] or '') .. '\\t' .. (v[2] or '') .. '\\t' .. (v[3] or '') .. '\\t' .. (v[4] or '')
+  if now == string.sub(expected, from, to - 1) then gone[#gone + 1] = KEYS[k] end
+  from = to + 1
 end
-return deleted
+if #gone > 0 then
+  redis.call('DEL', unpack(gone))
+  redis.call('ZREM', KEYS[1], unpack(gone))
+end
+return #gone
 """
 
 _DELETE_HLL_IF_UNCHANGED = """
@@ -96,13 +105,11 @@ class FlushResult:
         return f"flushed {self.buckets} buckets into {self.days} partner-days; deleted {self.deleted_keys} settled keys"
 
 
-@dataclass(frozen=True)
-class BucketRead:
+class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
     key: str
     code: str
     stamp: str  # yyyyMMddHHmm, the key's suffix
-    start: dt.datetime
-    values: dict[str, str]
+    line: str  # the hash's self, tree, bot and gen fields as read, tab-separated ('' when missing)
 
 
 @dataclass(frozen=True)
@@ -126,24 +133,29 @@ def _day_settled(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=stats_setting("SETTLE_SECONDS")) <= now
 
 
-def _read_buckets(client, *, max_score: float) -> list[BucketRead]:
+def _read_buckets(client, *, max_score: float) -> Iterator[list[BucketRead]]:
+    """Yield every indexed bucket whose stamp is at most ``max_score``, a chunk at a time, walking the index by rank.
+
+    The ``ZCOUNT`` fixes how many to read: a consumer adding a lower stamp meanwhile shifts ranks up, so a
+    bucket may be read twice (the flush keeps its last read) or wait for the next flush, never skipped for good.
+    Walking by rank costs Redis log(N) per chunk, where ``LIMIT offset`` walked past every earlier member.
+    """
     read_chunk = client.register_script(_READ_BUCKETS)
-    reads: list[BucketRead] = []
-    starts: dict[str, dt.datetime] = {}  # many partners share each bucket: parse each stamp once
-    offset = 0
-    while True:
-        members = client.zrangebyscore(keys.pv_index(), "-inf", max_score, start=offset, num=CHUNK)
+    index = keys.pv_index()
+    total = client.zcount(index, "-inf", max_score)
+    for rank in range(0, total, INDEX_PAGE):
+        members = client.zrange(index, rank, min(rank + INDEX_PAGE, total) - 1)
         if not members:
-            return reads
-        offset += len(members)
-        lines = read_chunk(keys=members, args=_BUCKET_FIELDS).decode().split("\n")
-        for member, line in zip(members, lines, strict=True):
-            key = member.decode()
-            code, stamp = keys.parse_pv_bucket(key)
-            if stamp not in starts:
-                starts[stamp] = parse_stamp_minute(stamp)
-            values = {f: v for f, v in zip(_BUCKET_FIELDS, line.split("\t"), strict=True) if v}
-            reads.append(BucketRead(key, code, stamp, starts[stamp], values))
+            return
+        chunks = [members[at : at + CHUNK] for at in range(0, len(members), CHUNK)]
+        pipe = client.pipeline(transaction=False)
+        for chunk in chunks:
+            read_chunk(keys=chunk, args=_BUCKET_FIELDS, client=pipe)
+        for chunk, reply in zip(chunks, pipe.execute(), strict=True):
+            lines = reply.decode().split("\n")
+            bucket_keys = list(map(bytes.decode, chunk))
+            codes, stamps = zip(*map(keys.parse_pv_bucket, bucket_keys), strict=True)
+            yield list(starmap(BucketRead, zip(bucket_keys, codes, stamps, lines, strict=True)))
 
 
 def _stored_hlls(reads: list[tuple[str, str, dt.date, str]]) -> dict:
@@ -160,10 +172,11 @@ def _read_hlls(client, ids: dict[str, int | None]) -> list[HllRead]:
     uv_keys = []
     for day_stamp in client.zrange(keys.uv_days(), 0, -1):
         day_stamp = day_stamp.decode()
+        day = parse_stamp_day(day_stamp)
         for member in client.sscan_iter(keys.uv_index(day_stamp), count=1000):
             key = member.decode()
             code, _, scope = keys.parse_uv_day(key)
-            uv_keys.append((key, code, parse_stamp_day(day_stamp), scope))
+            uv_keys.append((key, code, day, scope))
     stored = _stored_hlls(uv_keys)
     reads: list[HllRead] = []
     for start in range(0, len(uv_keys), CHUNK):
@@ -244,32 +257,71 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
         ids[keys.NO_PARTNER] = None
         settled_stamp = _settled_bucket_stamp(now)
         max_score = float("inf") if include_open else settled_stamp
-        # Keys of partners deleted since are left alone; empty ones (gone, still indexed) are only un-indexed.
-        buckets = [b for b in _read_buckets(client, max_score=max_score) if b.code in ids]
         hlls = [h for h in _read_hlls(client, ids) if h.code in ids]
-        bucket_rows = [
-            {
-                "partner_id": ids[b.code],
-                "start": b.start,
-                "generation": b.values.get(GEN, ""),
-                "pv": int(b.values.get(TREE, 0)),
-                "pv_self": int(b.values.get(SELF, 0)),
-                "bot_pv": int(b.values.get(BOT, 0)),
-            }
-            for b in buckets
-            if b.values
-        ]
-        touched = {(row["partner_id"], local_day(row["start"])) for row in bucket_rows}
+        buckets = _BucketsRead(ids)
         with lock.atomic():  # step 2, committed only while the lock is ours
-            upsert_rows(BucketStat, bucket_rows, key_fields=["partner_id", "start", "generation"])
-            daily = _daily_rows(touched, hlls, ids)
+            chunks = _read_buckets(client, max_score=max_score)
+            upsert_chunks(BucketStat, buckets.rows(chunks), key_fields=["partner_id", "start", "generation"])
+            daily = _daily_rows(buckets.touched, hlls, ids)
             upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
-        result.buckets, result.days = len(bucket_rows), len(daily)
+        result.buckets, result.days = buckets.written(), len(daily)
         faults.reach("flush_after_commit")
         lock.ensure_held()  # step 3
-        result.deleted_keys = _delete_settled(client, buckets, hlls, settled_stamp=settled_stamp, now=now)
+        result.deleted_keys = _delete_settled(
+            client, list(buckets.last.values()), hlls, settled_stamp=settled_stamp, now=now
+        )
     logger.info(result.summary())
     return result
+
+
+class _BucketsRead:
+    """The buckets a flush read, as it reads them: their BucketStat rows, the last read of each key (what
+    compare-and-delete checks) and the partner-days the rows touch.
+
+    Keys of partners deleted since are left alone; empty ones (gone, still indexed) write no row and are only
+    un-indexed.
+    """
+
+    def __init__(self, ids: dict[str, int | None]) -> None:
+        self.ids = ids
+        self.last: dict[str, BucketRead] = {}
+        self.touched: set[tuple[int | None, dt.date]] = set()
+        self._starts: dict[str, tuple[dt.datetime, dt.date]] = {}  # 1,000 partners share each stamp
+
+    def rows(self, chunks: Iterable[list[BucketRead]]) -> Iterator[list[dict]]:
+        """Yield the rows of each chunk of buckets read."""
+        for chunk in chunks:
+            known = [b for b in chunk if b.code in self.ids]
+            self.last.update((b.key, b) for b in known)
+            yield self._rows(known)
+
+    def written(self) -> int:
+        return sum(1 for b in self.last.values() if b.line != _MISSING)
+
+    def _rows(self, buckets: list[BucketRead]) -> list[dict]:
+        ids, starts, touched = self.ids, self._starts, self.touched
+        rows = []
+        for _, code, stamp, line in buckets:
+            if line == _MISSING:
+                continue
+            if stamp not in starts:
+                start = parse_stamp_minute(stamp)
+                starts[stamp] = start, local_day(start)
+            start, day = starts[stamp]
+            own, tree, bot, generation = line.split("\t")  # the order of _BUCKET_FIELDS
+            partner_id = ids[code]
+            rows.append(
+                {
+                    "partner_id": partner_id,
+                    "start": start,
+                    "generation": generation,
+                    "pv": int(tree or 0),
+                    "pv_self": int(own or 0),
+                    "bot_pv": int(bot or 0),
+                }
+            )
+            touched.add((partner_id, day))
+        return rows
 
 
 def _delete_settled(
@@ -278,11 +330,15 @@ def _delete_settled(
     delete_buckets = client.register_script(_DELETE_BUCKETS_IF_UNCHANGED)
     delete_hll = client.register_script(_DELETE_HLL_IF_UNCHANGED)
     pipe = client.pipeline(transaction=False)
-    settled = [b for b in buckets if int(b.stamp) <= settled_stamp]
+    settled_up_to = str(settled_stamp)  # stamps are fixed-width digits: they compare as strings
+    settled = [b for b in buckets if b.stamp <= settled_up_to]
     for start in range(0, len(settled), DELETE_CHUNK):
         chunk = settled[start : start + DELETE_CHUNK]
-        expected = [b.values.get(f, "") for b in chunk for f in _BUCKET_FIELDS]
-        delete_buckets(keys=[keys.pv_index(), *(b.key for b in chunk)], args=expected, client=pipe)
+        delete_buckets(
+            keys=[keys.pv_index(), *(b.key for b in chunk)],
+            args=[*_BUCKET_FIELDS, "\n".join(b.line for b in chunk)],
+            client=pipe,
+        )
     for h in hlls:
         if _day_settled(h.day, now):
             day_stamp = stamp_day(h.day)
