@@ -31,6 +31,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from django_redis import get_redis_connection  # noqa: E402
+from numpy import ndarray  # noqa: E402
 
 from cpsproject.common import redis_keys  # noqa: E402
 from cpsproject.common.timeutil import (  # noqa: E402
@@ -450,8 +451,8 @@ def _month_bitmap(mask: int) -> bytes:
     return bytes(out[: max(d for d in range(32) if mask >> d & 1) // 8 + 1])
 
 
-def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> list[int]:
-    """Query 6 of the fourth design document: ids of users active from ``start`` to ``end``."""
+def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> ndarray:
+    """Query 6 of the fourth design document: ids of users active from ``start`` to ``end`` (an int64 array)."""
     return _active_user_ids(user_type=user_type, start=start, end=end)
 
 

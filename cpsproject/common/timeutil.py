@@ -41,6 +41,15 @@ def local_day(moment: dt.datetime) -> dt.date:
     return to_local(moment).date()
 
 
+def months_touched(start: dt.date, end: dt.date) -> list[dt.date]:
+    """First days of the months ``start..end`` touches, in order."""
+    months, month = [], start.replace(day=1)
+    while month <= end:
+        months.append(month)
+        month = (month + dt.timedelta(days=32)).replace(day=1)
+    return months
+
+
 def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
     """Return [start, end) of a business day as aware datetimes."""
     start = dt.datetime.combine(day, dt.time(), tzinfo=business_tz())
