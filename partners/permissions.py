@@ -7,22 +7,55 @@ write learns nothing from validation errors (which codes exist, which parents ar
 
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from partners.models import CODE_VALIDATOR, Partner
+from partners.models import CODE_VALIDATOR, Partner, PortalAccount
 from partners.selectors import partner_subtree
 
 # A longer path segment cannot name a partner: answer 404 without asking the database.
 _MAX_CODE = Partner._meta.get_field("code").max_length
 
 
+# Where a user object keeps its portal partner once looked up: the permission, the throttles and the view all
+# ask within one request. Nothing outlives the request, so a revoked or moved portal takes effect at once.
+_SCOPE = "_portal_scope"
+
+
 def portal_partner(user) -> Partner | None:
     """Return the partner a portal user is scoped to, or None for staff and other users."""
-    account = getattr(user, "portal_account", None) if user.is_authenticated else None
-    return account.partner if account else None
+    if not user.is_authenticated:
+        return None
+    if not hasattr(user, _SCOPE):
+        setattr(user, _SCOPE, _portal_scope(user.pk))
+    return getattr(user, _SCOPE)
+
+
+_SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
+
+
+def _portal_scope(user_id: int) -> Partner | None:
+    """The partner of ``user_id``'s portal account, in one query, its timestamps left to load on access.
+
+    Raw SQL: every API request of a portal asks, and building the ORM's join costs ~1 ms of CPU, several
+    times what the database spends on it.
+    """
+    quote = connection.ops.quote_name
+    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in _SCOPE_FIELDS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {quote(Partner._meta.db_table)} p"
+            f" JOIN {quote(PortalAccount._meta.db_table)} a ON a.partner_id = p.id WHERE a.user_id = %s",
+            [user_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    *values, is_active = row
+    return Partner.from_db(connection.alias, _SCOPE_FIELDS, [*values, bool(is_active)])
 
 
 class IsStaffOrPortal(BasePermission):
@@ -84,6 +117,9 @@ def could_be_code(code: object) -> bool:
 def get_visible_partner(user, code: str) -> Partner:
     """Return the partner with ``code`` if ``user`` may see it; 404 otherwise (never reveal it exists)."""
     # One answer for a code outside the caller's subtree and for one that does not exist, byte for byte.
+    scope = None if user.is_staff else portal_partner(user)
+    if scope is not None and scope.code == code:
+        return scope  # a portal's own partner, as the permission check just read it
     partner = (
         visible_partners(user).select_related("parent").filter(code=code).first()
         if could_be_code(code)

@@ -17,6 +17,14 @@ PV and UV (first design document)::
                                             partition: applies of other partitions do not disturb it)
     {P}:deadletters                  hash   reason -> dead letters counted
 
+Final days, a cache of what only a reconcile changes (``stats.read.selectors.partner_days``)::
+
+    {P}:final:gen                    string generation of the cache; reconcile INCRs it after each commit, so no
+                                            entry filled before that commit is read again
+    {P}:final:{partner_id}:{yyyyMM}  string "{generation}|{JSON}": per day of the month the reconciled
+                                            [pv, uv, pv_self, uv_self], 0 for a day that ended beyond the
+                                            lateness horizon with no row, null for any other day (read from SQL)
+
 Rankings (second design document)::
 
     {P}:rank:{window}:{scope}:slot:{epoch}  hash  partner code -> PV in that slot
@@ -52,6 +60,11 @@ LONG_TTL = 400 * DAY
 def realtime_ttl() -> int:
     """PV buckets, UV HyperLogLogs and their indexes: flushed every minute, re-created by late events."""
     return stats_setting("MAX_LATENESS_SECONDS") + 30 * DAY
+
+
+def final_days_ttl() -> int:
+    """A final-days entry: a reconcile supersedes it at once; the TTL bounds what nothing else announces."""
+    return 3600
 
 
 def ranking_ttl(slot_seconds: int, slots: int) -> int:
@@ -109,6 +122,17 @@ def offset_fence(group: str, topic: str, partition: int) -> str:
 
 def dead_letter_counts() -> str:
     return f"{prefix()}:deadletters"
+
+
+# --- Final days ---------------------------------------------------------------------------------------
+
+
+def final_days_generation() -> str:
+    return f"{prefix()}:final:gen"
+
+
+def final_days(partner_id: int, month_stamp: str) -> str:
+    return f"{prefix()}:final:{partner_id}:{month_stamp}"
 
 
 # --- Rankings -----------------------------------------------------------------------------------------

@@ -59,6 +59,9 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         # Trimmed by the cleaner and rotation: the shortest retention kept is an hour of 1-second samples.
         (f"{p}:series:", 3600),
         (f"{p}:rank:", 3600),
+        # The API's cache of final days: the generation outlives every entry; an entry is refilled when it goes.
+        (f"{p}:final:gen", 365 * ONE_DAY),
+        (f"{p}:final:", 1),
         # The API's throttle history lives in Django's cache, which sets its own timeout per scope.
         (f":1:{p}:throttle:", 1),
     ]

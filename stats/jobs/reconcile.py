@@ -16,11 +16,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from django.utils import timezone
+from django_redis import get_redis_connection
 
 from cpsproject.common.locks import JobLock, LockBusy, job_lock
 from cpsproject.common.timeutil import local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
+from stats import keys
 from stats.jobs.retention import archive_cutoff
 from stats.keys import NO_PARTNER
 from stats.models import DailyStat, ReconcileDrift
@@ -58,6 +60,14 @@ def _wait_for_flush_lock(stack: ExitStack, *, wait_seconds: float) -> JobLock:
                 raise
             logger.info("reconcile waits for the running flush before it writes")
             time.sleep(0.2)
+
+
+def _forget_final_days() -> None:
+    """Move the final-days cache to a new generation (``stats.keys.final_days``): every entry is read again."""
+    pipe = get_redis_connection("default").pipeline(transaction=True)
+    pipe.incr(keys.final_days_generation())
+    pipe.expire(keys.final_days_generation(), keys.LONG_TTL)
+    pipe.execute()
 
 
 class ReconcileRefused(Exception):
@@ -123,6 +133,8 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
                 upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
                 upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
                 lock.ensure_held()
+        # After the commit: the API's cache of final days was filled from the rows this run replaced.
+        _forget_final_days()
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
     result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting)
     logger.info(result.summary())

@@ -1,0 +1,124 @@
+"""The final-days cache behind the stats API: what it serves is what SQL and Redis hold, before and after it fills.
+
+Reconciled days come from a Redis cache that a reconcile moves to a new generation; days still live are read
+per request. Each test asks the API with the cache warm and again with it emptied (a cold request reads
+everything from SQL and Redis), and both answers must equal the numbers written from the events.
+"""
+
+import datetime as dt
+
+import pytest
+
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import reconcile
+from tests.factories import at, create_tree, feed, portal_client, pv_event
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-23 12:00")
+TODAY = dt.date(2026, 11, 23)
+RECONCILED = dt.date(2026, 11, 20)
+
+
+def stats(client, start: dt.date, end: dt.date) -> dict:
+    response = client.get(f"/api/v1/partners/A1/stats/?start={start}&end={end}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def cold_stats(client, redis_client, redis_prefix: str, start: dt.date, end: dt.date) -> dict:
+    """The same request with every cache entry gone: everything read from SQL and Redis."""
+    cached = list(redis_client.scan_iter(match=f"{{{redis_prefix}}}:final:*", count=1000))
+    if cached:
+        redis_client.delete(*cached)
+    return stats(client, start, end)
+
+
+def numbers(body: dict) -> dict[str, tuple]:
+    """The days that had traffic: date -> (pv, uv, pv_self, uv_self, reconciled)."""
+    return {
+        d["date"]: (d["pv"], d["uv"], d["pv_self"], d["uv_self"], d["reconciled"])
+        for d in body["days"]
+        if d["pv"] or d["reconciled"]
+    }
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_a_recount_after_the_cache_filled_shows_at_once_and_live_counts_move(redis_client, redis_prefix):
+    create_tree()
+    for day in (20, 21, 22):  # every day up to yesterday reconciled: only today is read per request
+        noon = at(f"2026-11-{day} 12:00")
+        feed(
+            [pv_event(noon, "A1", "u1"), pv_event(noon, "A1", "u2"), pv_event(noon, "A1a", "u3")],
+            now=noon + dt.timedelta(minutes=1),
+        )
+        flush(now=noon + dt.timedelta(hours=1))
+        reconcile(day=dt.date(2026, 11, day), now=at(f"2026-11-{day + 1} 00:30"))
+    feed([pv_event(at("2026-11-23 11:00"), "A1", "u1")], now=NOW)  # today: in Redis only
+    client = portal_client("A1")
+
+    first = stats(client, RECONCILED, TODAY)  # fills the cache
+    assert numbers(first) == {
+        "2026-11-20": (3, 3, 2, 2, True),
+        "2026-11-21": (3, 3, 2, 2, True),
+        "2026-11-22": (3, 3, 2, 2, True),
+        "2026-11-23": (1, 1, 1, 1, False),
+    }
+    assert first["total_pv"] == 10
+    assert stats(client, RECONCILED, TODAY) == first  # from the cache
+    assert cold_stats(client, redis_client, redis_prefix, RECONCILED, TODAY) == first
+
+    # A late event for a reconciled day changes nothing shown until the day is recounted.
+    feed([pv_event(at("2026-11-20 13:00"), "A1a", "u4")], now=NOW)
+    assert stats(client, RECONCILED, TODAY) == first
+    reconcile(day=RECONCILED, now=NOW)  # the recount finds the late event: other numbers
+    # Today moves too: a new user, and an event flushed while its bucket is still open.
+    feed([pv_event(at("2026-11-23 11:58"), "A1", "u9")], now=NOW)
+    flush(now=NOW, include_open=True)
+    feed([pv_event(at("2026-11-23 11:59"), "A1a", "u1")], now=NOW)  # same bucket, not flushed yet
+
+    second = stats(client, RECONCILED, TODAY)
+    assert numbers(second) == {
+        "2026-11-20": (4, 4, 2, 2, True),
+        "2026-11-21": (3, 3, 2, 2, True),
+        "2026-11-22": (3, 3, 2, 2, True),
+        "2026-11-23": (3, 2, 2, 2, False),
+    }
+    assert second["total_pv"] == 13
+    assert cold_stats(client, redis_client, redis_prefix, RECONCILED, TODAY) == second
+    assert stats(client, RECONCILED, TODAY) == second
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_days_past_the_horizon_without_rows_are_zeros_warm_or_cold(redis_client, redis_prefix):
+    create_tree()
+    noon = at("2026-11-20 12:00")
+    feed([pv_event(noon, "A1", "u1"), pv_event(noon, "A1a", "u2")], now=noon + dt.timedelta(minutes=1))
+    flush(now=noon + dt.timedelta(hours=1))
+    reconcile(day=RECONCILED, now=at("2026-11-21 00:30"))
+    feed([pv_event(at("2026-11-23 11:00"), "A1", "u1")], now=NOW)
+    client = portal_client("A1")
+    start = dt.date(2026, 10, 1)  # October and the first half of November ended beyond the lateness horizon
+    first = stats(client, start, TODAY)
+    assert len(first["days"]) == 54 and first["total_pv"] == 3
+    assert numbers(first) == {"2026-11-20": (2, 2, 1, 1, True), "2026-11-23": (1, 1, 1, 1, False)}
+    assert stats(client, start, TODAY) == first
+    assert cold_stats(client, redis_client, redis_prefix, start, TODAY) == first
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_a_range_that_starts_inside_the_cached_months_reads_the_same_days(redis_client, redis_prefix):
+    create_tree()
+    noon = at("2026-11-20 12:00")
+    feed([pv_event(noon, "A1", "u1")], now=at("2026-11-20 12:01"))
+    flush(now=at("2026-11-20 13:00"))
+    reconcile(day=RECONCILED, now=at("2026-11-21 00:30"))
+    client = portal_client("A1")
+    whole = stats(client, dt.date(2026, 10, 1), TODAY)  # fills October and November
+    part = stats(client, dt.date(2026, 11, 19), dt.date(2026, 11, 21))
+    assert [d["date"] for d in part["days"]] == ["2026-11-19", "2026-11-20", "2026-11-21"]
+    assert part["days"] == [d for d in whole["days"] if "2026-11-19" <= d["date"] <= "2026-11-21"]
+    assert numbers(part) == {"2026-11-20": (1, 1, 1, 1, True)}
+    assert (
+        cold_stats(client, redis_client, redis_prefix, dt.date(2026, 11, 19), dt.date(2026, 11, 21)) == part
+    )
