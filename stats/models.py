@@ -14,6 +14,8 @@ class RawEvent(models.Model):
     # Rows are clustered by an increasing key, not by the client's event id: InnoDB then appends each batch
     # instead of splitting pages at random ids (MariaDB's CPU per archived event fell from 50 to 28 µs for
     # UUIDs), and a day's rows lie together for reconcile. The event id stays unique: that is the dedupe.
+    # On MySQL the event id and openid compare byte for byte (migration 0006 sets a binary collation): keep
+    # that if either field is ever altered, or ids differing only by case or a trailing space merge again.
     id = models.BigAutoField(primary_key=True)
     event_id = models.CharField(verbose_name=_("event id"), max_length=128, unique=True)
     type = models.CharField(verbose_name=_("type"), max_length=16)

@@ -46,6 +46,22 @@ def test_storing_an_event_twice_keeps_one(archive):
     assert stored_ids(archive) == ["other", "same"]
 
 
+def test_ids_that_differ_only_by_case_accent_or_a_trailing_space_are_different_events(archive):
+    # Event ids and openids are the client's bytes: MariaDB's default collations would have taken each group
+    # below for one value (case- and accent-insensitive, trailing spaces ignored), so the archive kept one
+    # event per group and the exact recount found one user.
+    create_tree()
+    ids = ["e-1", "E-1", "e-1 ", "é-1"]
+    openids = ["user", "USER", "user ", "üser"]
+    archive.store(events(*(pv_event(NOON, "A1", openid, event_id=e) for e, openid in zip(ids, openids))))
+    archive.store(events(pv_event(NOON, "A1", "user", event_id="e-1")))  # a true repeat: still one row
+    assert stored_ids(archive) == sorted(ids)
+    counts = archive.count_day(dt.date(2026, 11, 21))
+    assert counts.pv_self == {"A1": 4}
+    assert counts.uv_self == {"A1": 4}
+    assert counts.uv_tree == {"A": 4, "A1": 4}
+
+
 def test_day_counts_are_exact_per_partner_and_subtree(archive):
     create_tree()
     archive.store(
