@@ -1,6 +1,7 @@
 """Pure time maths in the business time zone (``settings.TIME_ZONE``): buckets, days, slots."""
 
 import datetime as dt
+from collections.abc import Callable
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -21,19 +22,54 @@ def local_offset(moment: dt.datetime) -> int:
     return int(to_local(moment).utcoffset().total_seconds())
 
 
-def floor_epoch(seconds: int, period: int, offset: int) -> int:
-    """Epoch start of the ``period`` holding epoch ``seconds``, periods counted in wall-clock time ``offset``."""
+def period_start(seconds: int, period: int, offset_at: Callable[[int], int]) -> int:
+    """Epoch start of the local ``period`` holding epoch ``seconds``; ``offset_at`` gives the zone's offset.
+
+    Periods are counted in local wall-clock seconds since 1970, so 5-minute, hourly and daily periods start on
+    local boundaries (a daily period at local midnight) and longer ones (5 h) tile time without gaps. A period
+    that holds a change of offset began when the wall clock read its boundary under the offset of that time,
+    not this moment's: a DST day is 23 or 25 hours long and every moment of it has the same start. (At most
+    one change of offset is assumed within a period and the lateness before it.)
+    """
+    offset = offset_at(seconds)
     wall = seconds + offset
-    return wall - wall % period - offset
+    boundary = wall - wall % period
+    start = boundary - offset
+    before = offset_at(start)
+    if before == offset:
+        return start
+    # The offset changed since the boundary's reading under this moment's offset: read it under the old one.
+    start = boundary - before
+    if start <= seconds and offset_at(start) == before:
+        return start
+    # The clock jumped over the boundary (spring forward past it): the period began at the jump.
+    not_yet, already = boundary - offset, seconds
+    while already - not_yet > 1:
+        middle = (not_yet + already) // 2
+        if offset_at(middle) == offset:
+            already = middle
+        else:
+            not_yet = middle
+    return already
+
+
+def next_period_start(start: int, period: int, offset_at: Callable[[int], int]) -> int:
+    """Epoch start of the local ``period`` after the one starting at ``start`` (see ``period_start``)."""
+    # A period over a change of offset is longer than ``period`` by the change: look that much further.
+    for slack in (0, 1800, 3600, 7200):
+        following = period_start(start + period + slack, period, offset_at)
+        if following > start:
+            return following
+    return start + period
+
+
+def _zone_offset_at(seconds: int) -> int:
+    return local_offset(from_epoch(seconds))
 
 
 def floor_local(moment: dt.datetime, seconds: int) -> dt.datetime:
-    """Return the start of the ``seconds``-long period holding ``moment``.
-
-    Periods are counted in local wall-clock seconds, so 5-minute, hourly and daily periods start on local
-    boundaries (a daily period starts at local midnight) and longer ones (5 h) tile time without gaps.
-    """
-    start = floor_epoch(int(moment.timestamp()), seconds, local_offset(moment))
+    """Return the start of the ``seconds``-long local period holding ``moment`` (see ``period_start``)."""
+    start = period_start(int(moment.timestamp()), seconds, _zone_offset_at)
     return from_epoch(start).astimezone(business_tz())
 
 
@@ -125,7 +161,7 @@ class BatchClock:
 
     def floor(self, seconds: int, period: int) -> int:
         """Epoch start of the local ``period`` holding ``seconds`` (as ``floor_local``)."""
-        return floor_epoch(seconds, period, self.offset(seconds))
+        return period_start(seconds, period, self.offset)
 
     def stamp_minute(self, seconds: int) -> str:
         """``yyyyMMddHHmm`` of epoch ``seconds`` in business time (as ``stamp_minute``)."""

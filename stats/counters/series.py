@@ -13,7 +13,7 @@ import numpy as np
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoch, to_local
+from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoch, next_period_start, to_local
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
@@ -80,9 +80,14 @@ def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
     offset = np.array([clock.offset(int(s)) for s in distinct], dtype=np.int64)[at]
     wall = seconds + offset
     counters = list(counter_number)
+    one_offset = int(offset.min()) == int(offset.max())
     # Per precision, sum the rows of each (counter, sample) pair with numpy rather than a dict per counter.
     for precision, kept in retention.items():
         sample = wall - wall % precision - offset
+        if not (one_offset and clock.offset(int(sample.min())) == int(offset[0])):
+            # An offset changes inside the batch's samples (a DST day, a 5-hour sample over the change): such a
+            # sample began under the offset of its start, so each distinct second is floored by the clock.
+            sample = np.array([clock.floor(int(s), precision) for s in distinct], dtype=np.int64)[at]
         first = int(sample.min())
         span = int(sample.max()) - first + 1
         pairs, where = np.unique(counter * span + (sample - first), return_inverse=True)
@@ -130,12 +135,27 @@ def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
 MAX_POINTS = 5000
 
 
+def _one_offset_between(clock: BatchClock, first: int, last: int) -> bool:
+    """Whether the zone keeps one offset from epoch ``first`` to ``last``, checked once a day: a zone's offset
+    changes months apart, never twice within a day."""
+    offset = clock.offset(first)
+    return all(clock.offset(moment) == offset for moment in (*range(first, last, 86400), last))
+
+
 def read_series(
     *, counter: str, precision: int, start: dt.datetime, end: dt.datetime
 ) -> list[tuple[dt.datetime, int]]:
     """Return zero-filled ``(sample start, count)`` from the sample holding ``start`` to the one holding ``end``."""
-    first, last = epoch(floor_local(start, precision)), epoch(floor_local(end, precision))
-    samples = list(range(first, last + 1, precision))
+    clock = BatchClock()
+    first, last = clock.floor(epoch(start), precision), clock.floor(epoch(end), precision)
+    if _one_offset_between(clock, first, last + precision):
+        samples = list(range(first, last + 1, precision))
+    else:
+        # Not a fixed step: a sample holding a change of offset (a DST day) is longer than its precision.
+        samples, sample = [], first
+        while sample <= last:
+            samples.append(sample)
+            sample = next_period_start(sample, precision, clock.offset)
     values = (
         get_redis_connection("default").hmget(keys.series_hash(precision, counter), [str(s) for s in samples])
         if samples

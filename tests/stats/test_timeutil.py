@@ -4,7 +4,14 @@ import datetime as dt
 
 import pytest
 
-from cpsproject.common.timeutil import BatchClock, day_bounds, floor_local, local_day, stamp_day
+from cpsproject.common.timeutil import (
+    BatchClock,
+    day_bounds,
+    floor_local,
+    local_day,
+    next_period_start,
+    stamp_day,
+)
 from tests.factories import SHANGHAI, at
 
 UTC = dt.UTC
@@ -87,3 +94,40 @@ def test_batch_clock_agrees_with_the_zone_across_offset_changes(
     moment = dt.datetime.fromtimestamp(seconds, tz=UTC)
     assert clock.floor(seconds, 300) == int(floor_local(moment, 300).timestamp())
     assert clock.day_stamp(seconds) == stamp_day(local_day(moment))
+
+
+# (zone, precision, moment UTC, start of its local period UTC, start of the next period UTC), from the calendars:
+# New York springs forward 02:00 EST -> 03:00 EDT at 07:00Z on 2026-03-08, so 2-hour periods have no 02:00 and
+# one begins at the jump; Lord Howe (+10:30 / +11, a half-hour change) falls back 02:00 -> 01:30 at 15:00Z on
+# 2026-04-04 (its 01:00 hour lasts 90 minutes) and springs forward 02:00 -> 02:30 at 15:30Z on 2026-10-03.
+@pytest.mark.parametrize(
+    ("zone", "precision", "moment", "start", "following"),
+    [
+        ("America/New_York", 7200, "2026-03-08T06:59:59", "2026-03-08T05:00:00", "2026-03-08T07:00:00"),
+        ("America/New_York", 7200, "2026-03-08T07:00:00", "2026-03-08T07:00:00", "2026-03-08T08:00:00"),
+        ("America/New_York", 7200, "2026-03-08T07:59:59", "2026-03-08T07:00:00", "2026-03-08T08:00:00"),
+        ("America/New_York", 86400, "2026-11-01T23:00:00", "2026-11-01T04:00:00", "2026-11-02T05:00:00"),
+        ("America/New_York", 86400, "2026-03-08T23:00:00", "2026-03-08T05:00:00", "2026-03-09T04:00:00"),
+        ("Australia/Lord_Howe", 3600, "2026-04-04T14:59:59", "2026-04-04T14:00:00", "2026-04-04T15:30:00"),
+        ("Australia/Lord_Howe", 3600, "2026-04-04T15:29:59", "2026-04-04T14:00:00", "2026-04-04T15:30:00"),
+        ("Australia/Lord_Howe", 3600, "2026-04-04T15:30:00", "2026-04-04T15:30:00", "2026-04-04T16:30:00"),
+        ("Australia/Lord_Howe", 3600, "2026-10-03T15:29:59", "2026-10-03T14:30:00", "2026-10-03T15:30:00"),
+        ("Australia/Lord_Howe", 3600, "2026-10-03T15:45:00", "2026-10-03T15:30:00", "2026-10-03T16:00:00"),
+        ("Asia/Shanghai", 300, "2026-11-21T05:47:31", "2026-11-21T05:45:00", "2026-11-21T05:50:00"),
+    ],
+)
+def test_a_local_period_over_a_change_of_offset_starts_once_and_lasts_until_the_next(
+    settings, zone, precision, moment, start, following
+):
+    settings.TIME_ZONE = zone
+
+    def seconds(text: str) -> int:
+        return int(dt.datetime.fromisoformat(text + "+00:00").timestamp())
+
+    clock = BatchClock()
+    assert clock.floor(seconds(moment), precision) == seconds(start)
+    assert next_period_start(seconds(start), precision, clock.offset) == seconds(following)
+    # the zoned-datetime function the read side uses agrees
+    assert floor_local(dt.datetime.fromtimestamp(seconds(moment), tz=UTC), precision).timestamp() == seconds(
+        start
+    )

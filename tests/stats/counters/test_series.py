@@ -108,6 +108,65 @@ def test_hour_samples_follow_the_zone_across_the_fall_back_hour(settings):
     ]
 
 
+@pytest.mark.parametrize(
+    ("moments", "start", "end", "expected"),
+    [
+        # 2026-11-01 is 25 hours long in New York: 00:00 EDT (04:00Z) to 00:00 EST on the 2nd (05:00Z).
+        (
+            [
+                "2026-10-31T12:00:00",
+                "2026-11-01T04:00:00",
+                "2026-11-01T12:00:00",
+                "2026-11-02T04:59:59",
+                "2026-11-02T05:00:00",
+            ],
+            "2026-10-31T04:00",
+            "2026-11-02T05:00",
+            [("2026-10-31T04:00", 1), ("2026-11-01T04:00", 3), ("2026-11-02T05:00", 1)],
+        ),
+        # 2026-03-08 is 23 hours long: 00:00 EST (05:00Z) to 00:00 EDT on the 9th (04:00Z).
+        (
+            ["2026-03-08T05:00:00", "2026-03-08T12:00:00", "2026-03-09T03:59:59", "2026-03-09T04:00:00"],
+            "2026-03-08T05:00",
+            "2026-03-09T04:00",
+            [("2026-03-08T05:00", 3), ("2026-03-09T04:00", 1)],
+        ),
+    ],
+    ids=["fall-back", "spring-forward"],
+)
+def test_a_day_sample_spans_the_whole_local_day_across_a_dst_change(settings, moments, start, end, expected):
+    # A day's events used to land in two samples an hour apart (each event's own offset subtracted from local
+    # midnight), and the reader, stepping 86,400 s, showed only one of them.
+    settings.TIME_ZONE = "America/New_York"
+    create_tree()
+    feed([pv_event(utc(m), "B") for m in moments], now=utc(moments[-1]) + dt.timedelta(minutes=1))
+
+    days = read_series(counter=partner_counter("B"), precision=86400, start=utc(start), end=utc(end))
+    assert [(ts.astimezone(dt.UTC), n) for ts, n in days] == [(utc(day), n) for day, n in expected]
+
+
+def test_the_five_hour_sample_holding_the_change_back_is_six_hours_long(settings):
+    # Five-hour samples start where wall-clock seconds since 1970 are a multiple of 18,000: in New York on
+    # 31 October-1 November 2026 at 22:00 EDT (02:00Z), then 03:00 local, which comes after the repeated hour,
+    # at 03:00 EST (08:00Z), then 08:00 EST (13:00Z).
+    settings.TIME_ZONE = "America/New_York"
+    create_tree()
+    moments = ["02:00:00", "05:59:59", "06:00:00", "07:59:59", "08:00:00", "12:59:59", "13:00:00"]
+    feed([pv_event(utc(f"2026-11-01T{m}"), "B") for m in moments], now=utc("2026-11-01T14:00:00"))
+
+    fives = read_series(
+        counter=partner_counter("B"),
+        precision=18000,
+        start=utc("2026-11-01T02:00"),
+        end=utc("2026-11-01T13:00"),
+    )
+    assert [(ts.astimezone(dt.UTC), n) for ts, n in fives] == [
+        (utc("2026-11-01T02:00"), 4),
+        (utc("2026-11-01T08:00"), 2),
+        (utc("2026-11-01T13:00"), 1),
+    ]
+
+
 def test_five_minute_and_hour_samples_start_on_kathmandu_quarter_hours(settings):
     settings.TIME_ZONE = "Asia/Kathmandu"  # UTC+5:45: local hours start at :15 past the UTC hour
     create_tree()
