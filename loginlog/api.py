@@ -2,6 +2,7 @@
 
 import datetime as dt
 from collections.abc import Iterator
+from itertools import repeat
 
 from django.http import HttpResponseBase
 from django.utils import timezone
@@ -26,13 +27,13 @@ from cpsproject.common.params import (
 )
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
-from loginlog.selectors import active_counts, active_page, login_days
+from loginlog.selectors import active_counts, active_page, every_active_user, login_days
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
 from partners.permissions import ModelPermissionForWrites
 
 ACTIVE_PAGE_SIZE = 1000
-# A CSV of active users reads Redis this many ids at a time, so it streams whatever their number.
+# A CSV of active users turns this many ids at a time into Python ints, so it streams whatever their number.
 ACTIVE_CSV_CHUNK = 10_000
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
 
@@ -151,16 +152,10 @@ def user_logins(request: Request, user_type: str, user_id: str) -> Response | Ht
 
 
 def _every_active(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[tuple[str, int]]:
-    """Every active user, read from Redis ``ACTIVE_CSV_CHUNK`` at a time."""
-    offset = 0
-    while True:
-        _, rows = active_page(
-            user_types=user_types, start=start, end=end, offset=offset, limit=ACTIVE_CSV_CHUNK
-        )
-        yield from rows
-        if len(rows) < ACTIVE_CSV_CHUNK:
-            return
-        offset += ACTIVE_CSV_CHUNK
+    """Every active user, turned into Python ints ``ACTIVE_CSV_CHUNK`` at a time."""
+    for user_type, ids in every_active_user(user_types=user_types, start=start, end=end):
+        for first in range(0, len(ids), ACTIVE_CSV_CHUNK):
+            yield from zip(repeat(user_type), ids[first : first + ACTIVE_CSV_CHUNK].tolist())
 
 
 @extend_schema(

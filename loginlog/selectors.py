@@ -92,6 +92,7 @@ _BITOP_FANOUT = 16  # the most sources Redis' BITOP ORs a word at a time (see _q
 _SEEK_FANOUT = 64  # BITCOUNT ranges per round trip while seeking
 _SEEK_BYTES = 4096  # seeking stops at a range this small; the first read covers it
 _READ_BYTES = (4096, 1024 * 1024)  # first and largest GETRANGE while reading a page (1 MB: 8 M ids)
+_EXPORT_BYTES = 64 * 1024  # one GETRANGE of an export: at most 524,288 ids, a 4 MB array
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,33 @@ def active_page(
             page.extend((bitmap.user_type, user_id) for user_id in ids.tolist())
             offset = 0
         return sum(b.count for b in bitmaps), page
+
+
+def every_active_user(
+    *, user_types: list[str], start: dt.date, end: dt.date
+) -> Iterator[tuple[str, np.ndarray]]:
+    """Every user active from ``start`` to ``end`` as ``(user type, ascending int64 ids)`` chunks.
+
+    One union, taken when the iteration starts, is read front to back: a login landing meanwhile shows in the
+    next export instead of shifting the rest of this one (paging it by offset repeated or skipped a user at
+    each chunk boundary, and ORed the days again per chunk). Closing the iterator early deletes the union.
+    """
+    client = get_redis_connection("default")
+    with active_bitmaps(user_types=user_types, start=start, end=end) as bitmaps:
+        for bitmap in bitmaps:
+            for byte in range(0, bitmap.length, _EXPORT_BYTES):
+                pipe = client.pipeline(transaction=False)
+                pipe.getrange(bitmap.key, byte, byte + _EXPORT_BYTES - 1)
+                # A slow reader (a large CSV to a slow client) would outlive the union's expiry: extend it.
+                pipe.pexpire(bitmap.key, _SCRATCH_MS)
+                chunk, alive = pipe.execute()
+                if not alive:
+                    raise RuntimeError(
+                        f"the union of active {bitmap.user_type} users expired while it was read"
+                    )
+                ids = set_bits(chunk, base=byte * 8)
+                if len(ids):
+                    yield bitmap.user_type, ids
 
 
 def active_user_ids(*, user_type: str, start: dt.date, end: dt.date) -> np.ndarray:

@@ -129,3 +129,31 @@ def test_the_active_users_csv_holds_every_user_not_one_page():
     assert one_type == [["user_type", "user_id"], ["office", "7"]]
     days = read_csv(client.get(f"/api/v1/logins/client/5/?start={today}&end={today}&format=csv"))
     assert days == [["date"], [today.isoformat()]]
+
+
+@pytest.mark.django_db
+def test_a_login_during_an_active_users_csv_neither_repeats_nor_skips_anyone():
+    # The ids straddle a 64 KB read of the union (bit 1,048,576) and fill two 10,000-row chunks. A user with a
+    # lower id than all the others logs in once rows have arrived: the export holds the users active when it
+    # began, each once (the newcomer shows in the next export).
+    create_tree()
+    today = local_day(timezone.now())
+    client = get_redis_connection("default")
+    pipe = client.pipeline(transaction=False)
+    for user_id in range(1_040_000, 1_060_000):
+        queue_login(pipe, user_type="client", user_id=user_id, day=today)
+    pipe.execute()
+    response = staff_client().get(
+        f"/api/v1/logins/active/?user_type=client&start={today}&end={today}&format=csv"
+    )
+    pieces = iter(response.streaming_content)
+    received = [next(pieces)]
+    while b"".join(received).count(b"\n") < 2:  # past the header: the union has been taken
+        received.append(next(pieces))
+    pipe = client.pipeline(transaction=False)
+    queue_login(pipe, user_type="client", user_id=5, day=today)
+    pipe.execute()
+    received.extend(pieces)
+    rows = list(csv.reader(io.StringIO(b"".join(received).decode())))
+    assert rows[0] == ["user_type", "user_id"]
+    assert [int(user_id) for _, user_id in rows[1:]] == list(range(1_040_000, 1_060_000))
