@@ -53,7 +53,9 @@ def test_ids_that_differ_only_by_case_accent_or_a_trailing_space_are_different_e
     create_tree()
     ids = ["e-1", "E-1", "e-1 ", "é-1"]
     openids = ["user", "USER", "user ", "üser"]
-    archive.store(events(*(pv_event(NOON, "A1", openid, event_id=e) for e, openid in zip(ids, openids))))
+    archive.store(
+        events(*(pv_event(NOON, "A1", openid, event_id=e) for e, openid in zip(ids, openids, strict=True)))
+    )
     archive.store(events(pv_event(NOON, "A1", "user", event_id="e-1")))  # a true repeat: still one row
     assert stored_ids(archive) == sorted(ids)
     counts = archive.count_day(dt.date(2026, 11, 21))
