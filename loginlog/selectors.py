@@ -283,7 +283,7 @@ def every_active_user(
     """Every user active from ``start`` to ``end`` as ``(user type, ascending int64 ids)`` chunks.
 
     One union, taken when the iteration starts, is read front to back: a login landing meanwhile shows in the
-    next export instead of shifting the rest of this one (paging it by offset repeated or skipped a user at
+    next export instead of shifting the rest of this one (paging it by offset repeated a user at
     each chunk boundary, and ORed the days again per chunk). Closing the iterator early deletes the union.
     """
     client = get_redis_connection("default")
