@@ -49,7 +49,9 @@ def test_list_filters_by_parent_and_level(staff_client):
 
 
 def test_anonymous_is_refused():
-    assert APIClient().get("/api/v1/partners/").status_code in (401, 403)
+    # 403, not 401: the API sends no WWW-Authenticate challenge (the README's error shape; test_api_hostile).
+    response = APIClient().get("/api/v1/partners/")
+    assert (response.status_code, response.json()["error"]) == (403, "not_authenticated")
 
 
 def test_staff_creates_partner_and_gets_400_for_a_fourth_level(staff_client):
