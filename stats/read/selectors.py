@@ -158,19 +158,15 @@ _ONE_DAY = dt.timedelta(days=1)
 def _fill_final_months(*, partner: Partner, months: list[dt.date], now: dt.datetime) -> dict[dt.date, list]:
     """Each month's entry of the final-days cache, read from SQL (see ``keys.final_days``)."""
     last = (months[-1] + dt.timedelta(days=32)).replace(day=1) - dt.timedelta(days=1)
-    rows = {
-        day: numbers
-        for day, *numbers in DailyStat.objects.filter(
-            partner=partner, date__gte=months[0], date__lte=last, reconciled_at__isnull=False
-        )
-        .order_by()
-        .values_list("date", "pv", "uv", "pv_self", "uv_self")
-    }
-    has_row = set(
+    rows, has_row = {}, set()
+    for day, reconciled_at, *numbers in (
         DailyStat.objects.filter(partner=partner, date__gte=months[0], date__lte=last)
         .order_by()
-        .values_list("date", flat=True)
-    )
+        .values_list("date", "reconciled_at", "pv", "uv", "pv_self", "uv_self")
+    ):
+        has_row.add(day)
+        if reconciled_at is not None:
+            rows[day] = numbers
     today = local_day(now)
     entries = {}
     for month in months:
