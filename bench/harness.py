@@ -178,6 +178,37 @@ def peak_rss_mb(pid: int) -> float | None:
     return int(found.group(1)) / 1024 if found else None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU a live process has used so far (all its threads), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of the local process listening on TCP ``port``, or None (a remote server, or not ours to see)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(proc.name)
+    return None
+
+
 # --- Processes ----------------------------------------------------------------------------------------
 
 
@@ -271,6 +302,16 @@ class Environment:
             "DJANGO_SETTINGS_MODULE": "cpsproject.settings",
             "PYTHONUNBUFFERED": "1",
         }
+
+    def service_pids(self) -> dict[str, int]:
+        """The local processes of this run's services, by name, for CPU accounting (a remote one is left out)."""
+        found = {}
+        if self.is_mysql:
+            found["MariaDB/MySQL"] = listening_pid(urlparse(self.database_url).port or 3306)
+        found["Redis"] = listening_pid(urlparse(self.redis_url).port or 6379)
+        if self._broker is not None:
+            found["broker"] = self._broker.process.pid
+        return {name: pid for name, pid in found.items() if pid}
 
     def child_env(self, **extra: str) -> dict[str, str]:
         env = {**os.environ, **self.base_env()}

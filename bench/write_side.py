@@ -9,7 +9,17 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import PYTHON, ROOT, BenchError, Environment, Row, Timer, peak_rss_mb, progress_slope
+from harness import (
+    PYTHON,
+    ROOT,
+    BenchError,
+    Environment,
+    Row,
+    Timer,
+    cpu_seconds,
+    peak_rss_mb,
+    progress_slope,
+)
 
 log = logging.getLogger("bench.write")
 
@@ -95,13 +105,29 @@ def bare_fetch_rate(env: Environment, *, topic: str, events: int, batch: int) ->
     return rate
 
 
+def _cpu_per_event(samples, cpu_samples, total: int) -> dict[str, float]:
+    """µs of CPU per event of each process between 20% and 90% of the topic (the window of the rate)."""
+    first = next((i for i, (_, n) in enumerate(samples) if n >= 0.2 * total), None)
+    last = next((i for i, (_, n) in enumerate(samples) if n >= 0.9 * total), None)
+    if first is None or last is None or samples[last][1] <= samples[first][1]:
+        return {}
+    events = samples[last][1] - samples[first][1]
+    return {
+        name: (cpu_samples[last][name] - cpu_samples[first][name]) * 1e6 / events
+        for name in cpu_samples[first]
+        if cpu_samples[first][name] is not None and cpu_samples[last].get(name) is not None
+    }
+
+
 def run_consume(
     env: Environment, *, topic: str, events: int, batch: int, idle_exit: float, profile: Path | None
-) -> tuple[float, float]:
-    """Run one ``manage.py consume`` over the topic; return (steady events/s from committed offsets, peak RSS MB).
+) -> tuple[float, float, dict[str, float]]:
+    """Run one ``manage.py consume`` over the topic; return (steady events/s from committed offsets, peak RSS
+    MB, µs of CPU per event of consume and of each local service).
 
     The rate is the slope of the group's committed offsets between 20% and 90% of the topic, so the group join
-    and the idle exit are left out. Peak RSS is the process's high-water mark (VmHWM, then its rusage).
+    and the idle exit are left out; the CPU is read over the same window. Peak RSS is the process's
+    high-water mark (VmHWM, then its rusage).
     """
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
@@ -139,7 +165,13 @@ def run_consume(
             return None
         return sum(max(0, meta.offset) for meta in offsets.values())
 
+    processes = {"consume": pid, **env.service_pids()}
+
+    def cpu_now() -> dict[str, float | None]:
+        return {name: cpu_seconds(process) for name, process in processes.items()}
+
     samples = [(time.monotonic(), 0)]
+    cpu_samples = [cpu_now()]
     peak = 0.0
     deadline = time.monotonic() + 120 + events / 1000
     next_log = time.monotonic() + 10
@@ -154,6 +186,7 @@ def run_consume(
             done = committed()
             if done is not None:
                 samples.append((time.monotonic(), done))
+                cpu_samples.append(cpu_now())
             if time.monotonic() > next_log:
                 log.info(
                     "consume: %s/%s events committed, RSS peak %.0f MB",
@@ -169,6 +202,7 @@ def run_consume(
         done = committed()
         if done is not None:
             samples.append((time.monotonic(), done))
+            cpu_samples.append({name: None for name in processes})  # consume has exited
     finally:
         admin.close()
     if child.process.returncode != 0:
@@ -183,7 +217,7 @@ def run_consume(
     )
     if profile:
         _render_profile(session)
-    return rate, peak
+    return rate, peak, _cpu_per_event(samples, cpu_samples, events)
 
 
 def _render_profile(session: Path) -> None:
@@ -200,7 +234,7 @@ def _render_profile(session: Path) -> None:
 def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list[Row], dt.date]:
     topic, day = produce(env, events=sizes.consume_events, users=sizes.users, rate=sizes.consume_rate)
     bare = bare_fetch_rate(env, topic=topic, events=sizes.consume_events, batch=sizes.batch)
-    rate, peak = run_consume(
+    rate, peak, cpu = run_consume(
         env,
         topic=topic,
         events=sizes.consume_events,
@@ -209,6 +243,14 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
         profile=profile,
     )
     archive = "MariaDB" if env.is_mysql else "SQLite"
+    budget = (os.cpu_count() or 1) * 1e6 / 30_000
+    spent = (
+        "; CPU per event: "
+        + ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items())
+        + f" ({sum(cpu.values()):.0f} µs in all; {os.cpu_count()} cores allow {budget:.0f} µs at 30,000/s)"
+        if cpu
+        else ""
+    )
     size = (
         f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, SQL archive on {archive}, "
         + _traffic(sizes)
@@ -220,7 +262,7 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             "events/s",
             target="≥ 30,000/s and ≥ 0.5× bare fetch",
             baseline=bare,
-            note=f"{size}; baseline: bare kafka-python poll of the same topic"
+            note=f"{size}; baseline: bare kafka-python poll of the same topic{spent}"
             + ("; PROFILED (pyinstrument), not comparable" if profile else ""),
         ),
         Row(
