@@ -145,27 +145,34 @@ def median(samples: Sequence[float]) -> float:
     return percentile(samples, 0.5)
 
 
-def progress_slope(
+def steady_window(
     samples: Sequence[tuple[float, int]], total: int, low: float = 0.2, high: float = 0.9
-) -> float:
-    """Events/s between the first samples at or past ``low`` and ``high`` of ``total`` (steady state).
+) -> tuple[int, int]:
+    """Indices of the first samples at or past ``low`` and ``high`` of ``total`` (steady state).
 
-    ``samples`` are ``(monotonic time, events done)``. Falls back to the first and last sample that moved when
-    the two crossings fall in the same sample (tiny runs).
+    ``samples`` are ``(monotonic time, events done)``. Falls back to the sample before the first move and the
+    last sample that moved when the two crossings fall in the same sample (tiny runs).
     """
-    first = next(((t, n) for t, n in samples if n >= low * total), None)
-    last = next(((t, n) for t, n in samples if n >= high * total), None)
-    if first and last and last[0] > first[0] and last[1] > first[1]:
-        return (last[1] - first[1]) / (last[0] - first[0])
-    moved = [(t, n) for t, n in samples if n > 0]
-    start = samples[0] if samples else None
-    for previous, current in zip(samples, samples[1:], strict=False):
-        if current[1] > previous[1]:
-            start = previous
-            break
-    if moved and start and moved[-1][0] > start[0]:
-        return (moved[-1][1] - start[1]) / (moved[-1][0] - start[0])
+    first = next((i for i, (_, n) in enumerate(samples) if n >= low * total), None)
+    last = next((i for i, (_, n) in enumerate(samples) if n >= high * total), None)
+    if (
+        first is not None
+        and last is not None
+        and samples[last][0] > samples[first][0]
+        and samples[last][1] > samples[first][1]
+    ):
+        return first, last
+    moved = [i for i, (_, n) in enumerate(samples) if n > 0]
+    start = next((i - 1 for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]), 0)
+    if moved and samples and samples[moved[-1]][0] > samples[start][0]:
+        return start, moved[-1]
     raise BenchError(f"progress never moved ({len(samples)} samples)")
+
+
+def progress_slope(samples: Sequence[tuple[float, int]], total: int) -> float:
+    """Events/s over the ``steady_window`` of ``samples``."""
+    first, last = steady_window(samples, total)
+    return (samples[last][1] - samples[first][1]) / (samples[last][0] - samples[first][0])
 
 
 def peak_rss_mb(pid: int) -> float | None:

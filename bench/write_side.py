@@ -19,6 +19,7 @@ from harness import (
     cpu_seconds,
     peak_rss_mb,
     progress_slope,
+    steady_window,
 )
 
 log = logging.getLogger("bench.write")
@@ -106,11 +107,8 @@ def bare_fetch_rate(env: Environment, *, topic: str, events: int, batch: int) ->
 
 
 def _cpu_per_event(samples, cpu_samples, total: int) -> dict[str, float]:
-    """µs of CPU per event of each process between 20% and 90% of the topic (the window of the rate)."""
-    first = next((i for i, (_, n) in enumerate(samples) if n >= 0.2 * total), None)
-    last = next((i for i, (_, n) in enumerate(samples) if n >= 0.9 * total), None)
-    if first is None or last is None or samples[last][1] <= samples[first][1]:
-        return {}
+    """µs of CPU per event of each process over the window the rate is read from (``steady_window``)."""
+    first, last = steady_window(samples, total)
     events = samples[last][1] - samples[first][1]
     return {
         name: (cpu_samples[last][name] - cpu_samples[first][name]) * 1e6 / events
