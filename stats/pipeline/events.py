@@ -16,6 +16,7 @@ raises ``Rejected`` with a dead-letter reason. The rules, and why:
 """
 
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from stats.models import DeadLetter
 from stats.pipeline.registry import Envelope, Event, event_parser, event_types
 
 Reason = DeadLetter.Reason
+
+_from_epoch = dt.datetime.fromtimestamp
 
 # C0 controls (NUL included), DEL and surrogates: no storage layer takes all of them in an identifier.
 _UNSTORABLE_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
@@ -78,11 +81,6 @@ def _bot_matcher(patterns: tuple[str, ...]):
 
 def is_bot_user_agent(user_agent: str) -> bool:
     return bool(user_agent) and _bot_matcher(tuple(stats_setting("BOT_UA_PATTERNS")))(user_agent)
-
-
-def _storable(value: object, limit: int) -> bool:
-    """Whether ``value`` is a string ``identifier`` would return as it is: the common case, tested inline."""
-    return type(value) is str and 0 < len(value) <= limit and value.isprintable()
 
 
 def _shown(value: object) -> str:
@@ -154,6 +152,9 @@ class EventReader:
         self.earliest = now - dt.timedelta(seconds=stats_setting("MAX_LATENESS_SECONDS"))
         self.latest = now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS"))
         self.is_bot = _bot_matcher(tuple(stats_setting("BOT_UA_PATTERNS")))
+        # The span in epoch milliseconds, for the integer ``ts`` most clients send.
+        self.earliest_ms = math.ceil(self.earliest.timestamp() * 1000)
+        self.latest_ms = math.floor(self.latest.timestamp() * 1000)
 
     def read(self, raw: bytes | None) -> Event:
         """Parse one message value; raise ``Rejected`` with the dead-letter reason when it cannot be counted."""
@@ -162,7 +163,7 @@ class EventReader:
         if len(raw) > self.max_bytes:
             raise Rejected(Reason.TOO_LARGE, f"{len(raw)} bytes is over {self.max_bytes}")
         try:
-            text = bytes(raw).decode("utf-8")
+            text = (raw if type(raw) is bytes else bytes(raw)).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
         try:
@@ -171,13 +172,37 @@ class EventReader:
             raise Rejected(Reason.NOT_JSON, str(exc)[:200]) from exc
         if type(payload) is not dict:
             raise Rejected(Reason.NOT_OBJECT, f"a JSON {type(payload).__name__}, not an object")
-        event_id = payload.get("event_id")
-        if not _storable(event_id, 128):
+        get = payload.get
+        event_id = get("event_id")
+        # A short printable string is what ``identifier`` would return as it is: accepted inline, as each
+        # call costs more than the test on this path of every event.
+        if not (type(event_id) is str and 0 < len(event_id) <= 128 and event_id.isprintable()):
             event_id = identifier(payload, "event_id", required=True)
-        event_type = payload.get("type")
-        if not _storable(event_type, 16):
+        event_type = get("type")
+        if not (type(event_type) is str and 0 < len(event_type) <= 16 and event_type.isprintable()):
             event_type = identifier(payload, "type", required=True, limit=16, numbers=False)
-        ts = payload.get("ts")
+        ts = get("ts")
+        if type(ts) is int and self.earliest_ms <= ts <= self.latest_ms:
+            # Epoch milliseconds inside the accepted span (the common case): whole seconds without a datetime.
+            seconds = ts // 1000
+            ts = _from_epoch(ts / 1000, UTC)
+        else:
+            ts = self._checked_ts(ts)
+            seconds = int(ts.timestamp())
+        parse = event_parser(event_type)
+        if parse is None:
+            raise Rejected(
+                Reason.UNKNOWN_TYPE, f"type {event_type!r} is not one of {', '.join(event_types())}"
+            )
+        return parse(
+            payload,
+            Envelope(
+                event_id=event_id, ts=ts, text=text, lineages=self.lineages, reader=self, seconds=seconds
+            ),
+        )
+
+    def _checked_ts(self, ts: object) -> dt.datetime:
+        """``ts`` as an aware UTC datetime inside the accepted span, or ``Rejected`` with the rule's reason."""
         if type(ts) is int:
             try:
                 ts = from_epoch(ts / 1000)
@@ -191,14 +216,7 @@ class EventReader:
             raise Rejected(Reason.TS_IN_FUTURE, f"ts {ts.isoformat()} is ahead of now {self.now.isoformat()}")
         if ts < self.earliest:
             raise Rejected(Reason.TS_TOO_OLD, f"ts {ts.isoformat()} is older than the maximum lateness")
-        parse = event_parser(event_type)
-        if parse is None:
-            raise Rejected(
-                Reason.UNKNOWN_TYPE, f"type {event_type!r} is not one of {', '.join(event_types())}"
-            )
-        return parse(
-            payload, Envelope(event_id=event_id, ts=ts, text=text, lineages=self.lineages, reader=self)
-        )
+        return ts
 
 
 def parse_event(raw: bytes | None, *, lineages: Mapping[str, Lineage], now: dt.datetime) -> Event:
@@ -209,7 +227,7 @@ def parse_event(raw: bytes | None, *, lineages: Mapping[str, Lineage], now: dt.d
 def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     """The ``pv`` event type (registered by ``stats.apps``)."""
     code = payload.get("partner")
-    if not _storable(code, 64):
+    if not (type(code) is str and 0 < len(code) <= 64 and code.isprintable()):
         code = identifier(payload, "partner", required=False, limit=64)
     lineage = None
     if code:
@@ -219,7 +237,7 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
         if not lineage.is_active:
             raise Rejected(Reason.INACTIVE_PARTNER, f"partner {code!r} is inactive")
     openid = payload.get("openid")
-    if not _storable(openid, 128):
+    if not (type(openid) is str and 0 < len(openid) <= 128 and openid.isprintable()):
         openid = identifier(payload, "openid", required=False)
     for name in ("url", "ip"):
         if type(payload.get(name)) is not str:
@@ -231,7 +249,7 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     return PageView(
         event_id=envelope.event_id,
         ts=envelope.ts,
-        seconds=int(envelope.ts.timestamp()),
+        seconds=envelope.seconds,
         lineage=lineage,
         openid=openid,
         is_bot=bool(user_agent) and is_bot(user_agent),

@@ -28,6 +28,7 @@ class Envelope:
 
     event_id: str
     ts: dt.datetime
+    seconds: int  # ts in whole epoch seconds
     text: str
     lineages: Mapping[str, Lineage]
     reader: Any = None  # the batch's EventReader: options a type's parser may read resolved once per batch

@@ -164,3 +164,29 @@ def test_day_of_future_event_uses_now_not_the_wall_clock(tree):
     # Accepted up to MAX_FUTURE_SECONDS ahead of the ``now`` the pipeline is given.
     soon = NOON + dt.timedelta(seconds=300)
     assert parse(json.dumps({**base_event("pv"), "ts": soon.isoformat()}).encode()).ts == soon
+
+
+# NOON is 2026-11-21 12:00 in the business zone (UTC+8): 04:00 UTC, epoch 1,795,233,600 s.
+NOON_MS = 1_795_233_600_000
+WEEK_MS, TEN_MINUTES_MS = 7 * 86_400_000, 600_000
+
+
+@pytest.mark.parametrize(
+    ("ts", "outcome"),
+    [
+        (NOON_MS - WEEK_MS - 1, "ts_too_old"),
+        (NOON_MS - WEEK_MS, dt.datetime(2026, 11, 14, 4, 0, tzinfo=dt.UTC)),
+        (NOON_MS + 1_234, dt.datetime(2026, 11, 21, 4, 0, 1, 234_000, tzinfo=dt.UTC)),
+        (NOON_MS + TEN_MINUTES_MS, dt.datetime(2026, 11, 21, 4, 10, tzinfo=dt.UTC)),
+        (NOON_MS + TEN_MINUTES_MS + 1, "ts_in_future"),
+    ],
+)
+def test_epoch_ms_is_held_to_the_same_span_as_iso_text_to_the_millisecond(tree, ts, outcome):
+    raw = json.dumps({**base_event("pv"), "ts": ts}).encode()
+    if isinstance(outcome, str):
+        with pytest.raises(Rejected) as caught:
+            parse(raw)
+        assert caught.value.reason == outcome
+        return
+    event = parse(raw)
+    assert (event.ts, event.seconds) == (outcome, ts // 1000)
