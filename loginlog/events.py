@@ -11,6 +11,7 @@ from stats.plugins import Envelope, Reason, Rejected
 class Login:
     event_id: str
     ts: dt.datetime
+    seconds: int  # ts in whole epoch seconds
     user_type: str
     user_id: int
     payload: str = field(repr=False)
@@ -26,4 +27,4 @@ def parse_login(payload: dict, envelope: Envelope) -> Login:
         )
     except LoginRejected as exc:
         raise Rejected(Reason.MISSING_FIELD if exc.missing else Reason.BAD_FIELD, str(exc)) from exc
-    return Login(envelope.event_id, envelope.ts, user_type, user_id, envelope.text)
+    return Login(envelope.event_id, envelope.ts, envelope.seconds, user_type, user_id, envelope.text)

@@ -7,7 +7,6 @@ Both store each ``event_id`` once (a repeat is not an error) and answer the exac
 
 import datetime as dt
 import logging
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -77,10 +76,6 @@ class Archive(ABC):
         """Delete the events of the business days before ``day``; return how many went."""
 
 
-def _whole_seconds(moment: dt.datetime) -> int:
-    return math.floor(moment.timestamp())
-
-
 class SqlArchive(Archive):
     """Raw events in the Django database (``RawEvent``)."""
 
@@ -124,7 +119,7 @@ class SqlArchive(Archive):
             event.type,
             # Naive UTC, as Django stores a DateTimeField with USE_TZ on MySQL and SQLite (events hold UTC).
             event.ts.replace(tzinfo=None),
-            clock.day(_whole_seconds(event.ts)),
+            clock.day(event.seconds),
             lineage.code if lineage else NO_PARTNER,
             path[0],
             path[1],
@@ -171,8 +166,7 @@ class SqlArchive(Archive):
             values: list[bytes] = []
             size = 0
             for event in events:
-                ts = event.ts
-                seconds = _whole_seconds(ts)
+                ts, seconds = event.ts, event.seconds
                 try:
                     moment, day = seconds_text[seconds]
                 except KeyError:

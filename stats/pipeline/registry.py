@@ -18,6 +18,7 @@ class Event(Protocol):
     type: str
     event_id: str
     ts: dt.datetime
+    seconds: int  # ts in whole epoch seconds
     payload: str  # the message value as received (valid UTF-8 JSON)
 
 
