@@ -188,7 +188,7 @@ class EventReader:
             ts = _from_epoch(ts / 1000, UTC)
         else:
             ts = self._checked_ts(ts)
-            seconds = int(ts.timestamp())
+            seconds = math.floor(ts.timestamp())
         parse = event_parser(event_type)
         if parse is None:
             raise Rejected(
