@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import msgspec
 import orjson
 
 from cpsproject.common.timeutil import UTC, from_epoch
@@ -55,6 +56,27 @@ class PageView:
     @property
     def partner(self) -> str:
         return self.lineage.code if self.lineage else NO_PARTNER
+
+
+class _PageViewShape(msgspec.Struct, forbid_unknown_fields=True):
+    """A ``pv`` event holding only the contract's fields, each of the type most clients send.
+
+    Decoding straight into it costs less than half of building a dict with orjson. It accepts a subset of
+    what orjson accepts (RFC 8259, no lone surrogates, and every field typed, as unknown fields are refused),
+    so a value it decodes is one the general path would decode the same way.
+    """
+
+    event_id: str
+    type: str
+    ts: int | str
+    partner: str | None = None
+    openid: str | None = None
+    url: str | None = None
+    ua: str | None = None
+    ip: str | None = None
+
+
+_decode_page_view_shape = msgspec.json.Decoder(_PageViewShape).decode
 
 
 class Rejected(Exception):
@@ -166,6 +188,11 @@ class EventReader:
             text = (raw if type(raw) is bytes else bytes(raw)).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise Rejected(Reason.NOT_UTF8, str(exc)[:200]) from exc
+        view = self._common_page_view(text)
+        return view if view is not None else self._read_text(text)
+
+    def _read_text(self, text: str) -> Event:
+        """The general path of ``read``: any event type, every rule with its reason."""
         try:
             payload = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
@@ -199,6 +226,47 @@ class EventReader:
             Envelope(
                 event_id=event_id, ts=ts, text=text, lineages=self.lineages, reader=self, seconds=seconds
             ),
+        )
+
+    def _common_page_view(self, text: str) -> PageView | None:
+        """The ``pv`` event when it has the common shape and every field is plainly valid, else None.
+
+        Most traffic takes this path; anything unusual (another type, an unknown field, a number where a string
+        is expected, a value a rule refuses) returns None and goes the general way, so every rejection keeps
+        its reason and message. Mirrors ``read`` and ``parse_page_view``; it never rejects.
+        """
+        try:
+            shape = _decode_page_view_shape(text)
+        except msgspec.DecodeError:  # ValidationError included
+            return None
+        event_id, ts, code, openid = shape.event_id, shape.ts, shape.partner, shape.openid
+        if shape.type != "pv" or not (0 < len(event_id) <= 128 and event_id.isprintable()):
+            return None
+        if type(ts) is int:
+            if not self.earliest_ms <= ts <= self.latest_ms:
+                return None
+            seconds = ts // 1000
+            ts = _from_epoch(ts / 1000, UTC)
+        else:
+            try:
+                ts = self._checked_ts(ts)
+            except Rejected:
+                return None
+            seconds = math.floor(ts.timestamp())
+        lineage = None
+        if code:
+            if not (len(code) <= 64 and code.isprintable()):
+                return None
+            lineage = self.lineages.get(code)
+            if lineage is None or not lineage.is_active:
+                return None
+        if openid is None:
+            openid = ""
+        elif not (len(openid) <= 128 and openid.isprintable()):
+            return None
+        user_agent = shape.ua
+        return PageView(
+            event_id, ts, seconds, lineage, openid, bool(user_agent) and self.is_bot(user_agent), text
         )
 
     def _checked_ts(self, ts: object) -> dt.datetime:

@@ -13,16 +13,18 @@ from django.db.models import Count
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from partners.models import Partner
 from partners.selectors import partner_lineages
 from stats.models import DeadLetter
 from stats.pipeline.archive import MongoArchive, SqlArchive
-from stats.pipeline.events import Event, Rejected, parse_event
+from stats.pipeline.events import Event, EventReader, Rejected, parse_event
 from tests.factories import at, create_tree, feed, pv_event
 from tests.hostile import hostile_kinds
 
 pytestmark = pytest.mark.django_db
 
 NOON = at("2026-11-21 12:00")
+NOON_MS = int(NOON.timestamp() * 1000)
 FIELDS = ["event_id", "type", "ts", "partner", "openid", "url", "ua", "ip", "user_type", "user_id"]
 # Hypothesis drives many examples through one database transaction; the fixtures are not per example.
 PROPERTY = settings(
@@ -132,6 +134,68 @@ def test_any_json_value_in_any_field_is_counted_and_stored_or_rejected(tree, kin
     MongoArchive("mongomock://localhost", "cps_contract").store([event])
     result = feed([raw], now=NOON)
     assert (result.counted, dict(result.dead)) == (1, {})
+
+
+def outcome(read, text: str):
+    """What a parse path makes of ``text``: the event's fields, or the rejection's reason and message."""
+    try:
+        event = read(text)
+    except Rejected as rejected:
+        return ("rejected", rejected.reason, rejected.detail)
+    if event is None:
+        return None
+    lineage = getattr(event, "lineage", None)
+    return (
+        event.type,
+        event.event_id,
+        event.ts,
+        event.seconds,
+        lineage and lineage.code,
+        event.openid,
+        event.is_bot,
+        event.payload,
+    )
+
+
+@settings(PROPERTY, max_examples=1000)  # no database work per example: cheap to try many
+@given(
+    name=st.sampled_from(["event_id", "type", "ts", "partner", "openid", "url", "ua", "ip", "extra"]),
+    # Strings first: every field of a page view is one. Known codes and types reach the deeper checks.
+    value=any_text
+    | st.sampled_from(["", "pv", "login", "A", "A1a", "B", "Baiduspider", "x" * 129])
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.integers(min_value=NOON_MS - 10**11, max_value=NOON_MS + 10**11)  # around the span's edges
+    | json_values,
+    ts=st.sampled_from([NOON.isoformat(), NOON_MS]),
+)
+def test_the_common_page_view_path_reads_what_the_general_path_reads(tree, name, value, ts):
+    Partner.objects.filter(code="B").update(is_active=False)
+    reader = EventReader(lineages=partner_lineages(), now=NOON)
+    payload = {**base_event("pv"), "ts": ts, "ua": "Baiduspider", name: value}
+    text = json.dumps(payload, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: as a message value it can only arrive escaped
+        text = json.dumps(payload)
+    common = outcome(reader._common_page_view, text)
+    if common is not None:  # None: the value is not plainly valid, and the general path decides
+        assert common == outcome(reader._read_text, text)
+
+
+def test_the_usual_page_views_take_the_common_path(tree):
+    reader = EventReader(lineages=partner_lineages(), now=NOON)
+    for ts in (NOON.isoformat(), NOON_MS):
+        text = json.dumps({**base_event("pv"), "ts": ts, "url": "/landing", "ua": "Mozilla/5.0", "ip": None})
+        assert outcome(reader._common_page_view, text) == (
+            "pv",
+            "e-1",
+            NOON,
+            int(NOON.timestamp()),
+            "A1",
+            "o-1",
+            False,
+            text,
+        )
 
 
 def test_a_login_user_id_is_bounded_by_the_setting(tree, settings):
