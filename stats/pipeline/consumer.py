@@ -4,16 +4,26 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from django.conf import settings
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 
 from cpsproject.common import faults
 from stats.conf import stats_setting
-from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
+from stats.pipeline.ingest import (
+    BatchResult,
+    Message,
+    PartnerDirectory,
+    archive_in_background,
+    count_batch,
+    parse_batch,
+    process_batch,
+    stored_offsets,
+)
 from stats.pipeline.isolation import Backoff, StopRequested
 
 logger = logging.getLogger(__name__)
@@ -41,12 +51,25 @@ class StopFlag:
 
 
 class SeekToStoredOffsets(ConsumerRebalanceListener):
-    """On every assignment, continue each partition from the offset stored in Redis with the counters."""
+    """On every assignment, continue each partition from the offset stored in Redis with the counters.
 
-    def __init__(self, consumer: KafkaConsumer, *, group: str, topic: str):
+    Before partitions go, the batch being counted is let finish (``before_revoke``), so that the offsets the
+    next owner starts from include it.
+    """
+
+    def __init__(
+        self,
+        consumer: KafkaConsumer,
+        *,
+        group: str,
+        topic: str,
+        before_revoke: Callable[[], None] = lambda: None,
+    ):
         self.consumer, self.group, self.topic = consumer, group, topic
+        self.before_revoke = before_revoke
 
     def on_partitions_revoked(self, revoked) -> None:
+        self.before_revoke()
         logger.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
 
     def on_partitions_assigned(self, assigned) -> None:
@@ -66,13 +89,22 @@ def _log_failed_commit(offsets, response) -> None:
         logger.warning("Kafka commit failed (%s); offsets stay safe in Redis", response)
 
 
-def _commit_for_monitoring(consumer: KafkaConsumer) -> None:
-    # The offsets that matter are in Redis; this commit only feeds lag monitoring. It is asynchronous: a
-    # synchronous commit retries for up to request_timeout_ms (30 s) whenever the coordinator is slow, dead or
-    # rebalancing, and that stall came on every batch of a loaded machine. A failure is logged and the next
-    # batch's commit catches up.
+def _commit_for_monitoring(consumer: KafkaConsumer, counted: BatchResult) -> None:
+    # The offsets that matter are in Redis; this commit only feeds lag monitoring. It names the offsets the
+    # batch stored with its counters: the consumer's position is a batch further on, already parsed but not
+    # yet counted. It is asynchronous: a synchronous commit retries for up to request_timeout_ms (30 s)
+    # whenever the coordinator is slow, dead or rebalancing, and that stall came on every batch of a loaded
+    # machine. A failure is logged and the next batch's commit catches up.
+    assigned = consumer.assignment()
+    offsets = {
+        tp: OffsetAndMetadata(offset, "", -1)
+        for (topic, partition), offset in counted.next_offsets.items()
+        if (tp := TopicPartition(topic, partition)) in assigned
+    }
+    if not offsets:
+        return
     try:
-        consumer.commit_async(callback=_log_failed_commit)
+        consumer.commit_async(offsets=offsets, callback=_log_failed_commit)
     except KafkaError as exc:
         logger.warning("Kafka commit failed (%s); offsets stay safe in Redis", exc)
     faults.reach("after_commit")
@@ -124,6 +156,47 @@ def _messages(polled: dict[TopicPartition, list]) -> list[Message]:
     return messages
 
 
+class CountingThread:
+    """Counts one parsed batch at a time in a thread of its own, while the consumer polls and parses the next.
+
+    Counting a batch is mostly waiting: for the archive's inserts and for Redis' MULTI/EXEC. Parsing the next
+    batch meanwhile keeps the consumer's core busy, and its archive starts as soon as it is parsed, while the
+    batch before still waits for Redis. Batches are counted one after another, in poll order, so each
+    partition's offsets still move forward one batch at a time, and at most one batch waits parsed.
+    Whatever touches the ``KafkaConsumer`` (commit, seek) stays with the caller: the client is not
+    thread-safe.
+    """
+
+    def __init__(self, *, group: str, stop: StopFlag) -> None:
+        self.group, self.stop = group, stop
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="count")
+        self.counting: Future[BatchResult] | None = None
+
+    def start(self, messages: list[Message], *, directory: PartnerDirectory) -> Future[BatchResult] | None:
+        """Parse ``messages``, then count them once the batch before has been; return that batch's future."""
+        parsed = parse_batch(messages, directory=directory, should_stop=self.stop.is_set)
+        archive_in_background(parsed, should_stop=self.stop.is_set)
+        previous = self.drain()
+        self.counting = self.thread.submit(
+            count_batch, parsed, group=self.group, should_stop=self.stop.is_set, archive_concurrently=True
+        )
+        return previous
+
+    def wait(self) -> None:
+        """Wait until the batch being counted is done (``drain`` or ``start`` hands over its result)."""
+        if self.counting is not None:
+            self.counting.exception()
+
+    def drain(self) -> Future[BatchResult] | None:
+        """Wait for the batch being counted and return its future (None when there is none)."""
+        self.wait()
+        done, self.counting = self.counting, None
+        return done
+
+    def close(self) -> None:
+        self.thread.shutdown(wait=True)
+
+
 def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
     """Consume the configured topic in the configured group until stopped (or idle long enough)."""
     group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
@@ -141,12 +214,26 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
         # request must not create it with the broker's default (after a broker lost its data, say).
         allow_auto_create_topics=False,
     )
-    consumer.subscribe([topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic))
+    counting = CountingThread(group=group, stop=stop)
+    consumer.subscribe(
+        [topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic, before_revoke=counting.wait)
+    )
     directory = PartnerDirectory()
     total = BatchResult()
     idle = IdleClock(exit_when_idle)
     backoff = Backoff(cap=5.0)
-    stopping = stop.is_set
+
+    def finish(counted: Future[BatchResult] | None) -> None:
+        if counted is None:
+            return
+        batch = counted.result()  # raises what counting raised
+        total.add(batch)
+        _read_on_from_stored(consumer, batch.stale)
+        _commit_for_monitoring(consumer, batch)
+        logger.info(
+            "batch of %d from %s; so far %s", batch.counted + sum(batch.dead.values()), topic, total.summary()
+        )
+
     try:
         while not stop.stopping:
             began = time.monotonic()
@@ -164,28 +251,19 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             backoff = Backoff(cap=5.0)
             messages = _messages(polled)
             if not messages:
+                finish(counting.drain())
                 if idle.empty_poll(began=began, holding=bool(consumer.assignment())):
                     logger.info("idle for %.1f s holding partitions; exiting", idle.seconds)
                     break
                 continue
             idle.busy()
             faults.reach("polled")
-            try:
-                batch = process_batch(
-                    messages,
-                    group=group,
-                    directory=directory,
-                    should_stop=stopping,
-                    archive_concurrently=True,
-                )
-                total.add(batch)
-                _read_on_from_stored(consumer, batch.stale)
-            except StopRequested:
-                logger.info("stopped while waiting for a service; the batch will be read again")
-                break
-            _commit_for_monitoring(consumer)
-            logger.info("batch of %d from %s; so far %s", len(messages), topic, total.summary())
+            finish(counting.start(messages, directory=directory))
+        finish(counting.drain())
+    except StopRequested:
+        logger.info("stopped while waiting for a service; the batch will be read again")
     finally:
+        counting.close()
         # Bounded: leaving the group must not hold up the exit when the broker does not answer.
         consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
     return total

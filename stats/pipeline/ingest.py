@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import groupby
@@ -51,11 +51,14 @@ class BatchResult:
     dead: Counter[str] = field(default_factory=Counter)
     # partitions whose share was not counted, because Redis holds a later offset for them: where to read on
     stale: dict[tuple[str, int], int] = field(default_factory=dict)
+    # the next offset stored with the counters, per partition counted
+    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def add(self, other: "BatchResult") -> None:
         self.counted += other.counted
         self.dead.update(other.dead)
         self.stale.update(other.stale)
+        self.next_offsets.update(other.next_offsets)
 
     def summary(self) -> str:
         dead = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dead.items())) or "none"
@@ -96,9 +99,11 @@ def _queue_counters(pipe, events: Sequence[Event], now: dt.datetime) -> None:
 
 
 @dataclass
-class _Parsed:
+class ParsedBatch:
     """A batch after parsing: per partition, the events to count and the dead letters to store."""
 
+    now: dt.datetime  # the batch's moment: the accepted time span and the counters' windows are read from it
+    started: float  # time.monotonic() when parsing began
     events: defaultdict[tuple[str, int], list[tuple[Message, Event]]] = field(
         default_factory=lambda: defaultdict(list)
     )
@@ -106,6 +111,8 @@ class _Parsed:
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
+    # the archive's worker storing the events already (``archive_in_background``): its refusals, when done
+    archiving: Future | None = None
 
     def reject(self, message: Message, reason: str, detail: str) -> None:
         self.dead_letters.append(
@@ -126,10 +133,18 @@ class _Parsed:
         return [pair for pairs in self.events.values() for pair in pairs]
 
 
-def _parse(
-    messages: Sequence[Message], *, directory: PartnerDirectory, now: dt.datetime, should_stop
-) -> _Parsed:
-    parsed = _Parsed()
+def parse_batch(
+    messages: Sequence[Message],
+    *,
+    directory: PartnerDirectory | None = None,
+    now: dt.datetime | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> ParsedBatch:
+    """Parse ``messages``: the CPU-bound half of ``process_batch``, which reads and writes no counter."""
+    started = time.monotonic()
+    now = now or timezone.now()
+    directory = directory or PartnerDirectory()
+    parsed = ParsedBatch(now=now, started=started)
     lineages = retry_while_unavailable(directory.lineages, what="loading partners", should_stop=should_stop)
     reader = EventReader(lineages=lineages, now=now)
     refreshed = False
@@ -175,7 +190,7 @@ def _parse(
 
 
 def _set_aside(
-    parsed: _Parsed, failures: list[tuple[tuple[Message, Event], BaseException]], stage: str
+    parsed: ParsedBatch, failures: list[tuple[tuple[Message, Event], BaseException]], stage: str
 ) -> None:
     """Turn the events a stage refused on their own into ``unstorable`` dead letters, out of the batch."""
     for (message, event), exc in failures:
@@ -202,7 +217,7 @@ class StaleBatch(Exception):
         self.where, self.stored = where, stored
 
 
-def _counters_pipeline(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime, group: str):
+def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], now: dt.datetime, group: str):
     """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline.
 
     The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
@@ -227,7 +242,7 @@ def _counters_pipeline(client, parsed: _Parsed, where: tuple[str, int], now: dt.
     return pipe
 
 
-def _prepare_counters(client, parsed: _Parsed, where: tuple[str, int], now: dt.datetime, group: str):
+def _prepare_counters(client, parsed: ParsedBatch, where: tuple[str, int], now: dt.datetime, group: str):
     """The partition's counter pipeline; events the counter code refuses on their own are set aside first."""
     try:
         return _counters_pipeline(client, parsed, where, now, group)
@@ -264,6 +279,16 @@ def _archive_worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive")
 
 
+def archive_in_background(parsed: ParsedBatch, *, should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Start storing the batch's events from the archive's worker thread; ``count_batch`` waits for it.
+
+    Batches are archived one after another in the order they are handed over, so a consumer can hand over
+    the next batch while the one before is still being counted: the archive is idempotent and is committed
+    before the counters that cover it, whichever batch it belongs to.
+    """
+    parsed.archiving = _archive_worker().submit(_archive_retrying, parsed.all_events(), should_stop)
+
+
 def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
     with transaction.atomic():
         DeadLetter.objects.bulk_create(dead_letters, ignore_conflicts=True, batch_size=500)
@@ -296,17 +321,31 @@ def process_batch(
 ) -> BatchResult:
     """Count ``messages`` exactly once; store what cannot be counted as dead letters. Return the tally.
 
+    ``parse_batch`` then ``count_batch``; the consumer calls the two itself, to parse the next batch while
+    this one is counted.
+    """
+    parsed = parse_batch(messages, directory=directory, now=now, should_stop=should_stop)
+    return count_batch(
+        parsed, group=group, should_stop=should_stop, archive_concurrently=archive_concurrently
+    )
+
+
+def count_batch(
+    parsed: ParsedBatch,
+    *,
+    group: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    archive_concurrently: bool = False,
+) -> BatchResult:
+    """Archive a parsed batch, store its dead letters and apply its counters with each partition's offset.
+
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
     refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
     ``archive_concurrently`` (the consumer's choice) stores the archive from a worker thread, with its own
     database connection and transactions, while the counters are built; callers inside a transaction of
     their own (tests) leave it off.
     """
-    started = time.monotonic()
-    now = now or timezone.now()
-    directory = directory or PartnerDirectory()
-    parsed = _parse(messages, directory=directory, now=now, should_stop=should_stop)
-
+    now = parsed.now
     client = get_redis_connection("default")
     result = BatchResult()
     pipes: dict[tuple[str, int], object] = {}
@@ -322,13 +361,13 @@ def process_batch(
             _drop_stale(parsed, result, stale)
 
     try:
-        if archive_concurrently:
+        if archive_concurrently or parsed.archiving is not None:
             # The database inserts while this thread builds the counters (its driver releases the GIL).
-            to_archive = parsed.all_events()
-            archiving = _archive_worker().submit(_archive_retrying, to_archive, should_stop)
+            if parsed.archiving is None:
+                archive_in_background(parsed, should_stop=should_stop)
             for where in list(parsed.next_offsets):
                 prepare(where)
-            refused = archiving.result()
+            refused = parsed.archiving.result()
             # An event the counters refused is archived nowhere: take back what the worker stored of it. (A
             # stale partition's events stay: the consumer that owns it now archives the same rows.)
             taken_back = parsed.set_aside_by_counting
@@ -385,17 +424,18 @@ def process_batch(
                     continue
             result.counted += len(parsed.events.get(where, []))
             result.dead.update(dead)
+            result.next_offsets[where] = next_offset
             faults.reach("after_redis")
     finally:
         for pipe in pipes.values():
             pipe.reset()
     if result.dead:
         logger.warning("batch: %s", result.summary())
-    metrics.record_batch_duration(time.monotonic() - started)
+    metrics.record_batch_duration(time.monotonic() - parsed.started)
     return result
 
 
-def _drop_stale(parsed: _Parsed, result: BatchResult, stale: StaleBatch) -> None:
+def _drop_stale(parsed: ParsedBatch, result: BatchResult, stale: StaleBatch) -> None:
     """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
     where = stale.where
     logger.warning(
