@@ -52,7 +52,7 @@ from stats import keys  # noqa: E402
 from stats.counters.pageviews import SELF, TREE, bucket_start, queue_page_views  # noqa: E402
 from stats.devtools.simulate import simulate_events  # noqa: E402
 from stats.jobs.flush import flush as _flush  # noqa: E402
-from stats.models import DailyStat, RawEvent  # noqa: E402
+from stats.models import DailyStat  # noqa: E402
 from stats.pipeline.archive import get_archive  # noqa: E402
 from stats.pipeline.events import Rejected, parse_event  # noqa: E402
 from stats.pipeline.ingest import Message, PartnerDirectory, process_batch  # noqa: E402
@@ -219,8 +219,8 @@ def archive_simulated(*, day: dt.date, events: int, users: int, batch: int, chun
 
 
 def raw_event_count(day: dt.date | None = None) -> int:
-    rows = RawEvent.objects.all()
-    return (rows.filter(day=day) if day else rows).count()
+    archive = get_archive()
+    return sum(1 for _ in archive.events(day)) if day else archive.count_events()
 
 
 # --- Flush --------------------------------------------------------------------------------------------

@@ -84,14 +84,9 @@ def feed(
 
 def archived_event_count() -> int:
     """How many raw events the configured archive holds (each event_id once)."""
-    from stats.pipeline.archive import MongoArchive, get_archive
+    from stats.pipeline.archive import get_archive
 
-    archive = get_archive()
-    if isinstance(archive, MongoArchive):
-        return archive.collection.count_documents({})
-    from stats.models import RawEvent
-
-    return RawEvent.objects.count()
+    return get_archive().count_events()
 
 
 # --- API clients ------------------------------------------------------------------------------------------

@@ -1,24 +1,30 @@
 """The raw-event archive: one interface (``Archive``), two backends, as Django's session backends share one base.
 
 ``MongoArchive`` (production, ``MONGO_URL`` set) and ``SqlArchive`` (the ``RawEvent`` table, ``MONGO_URL`` unset).
-Both store each ``event_id`` once (a repeat is not an error) and answer the exact per-day counts that
+Both show each ``event_id`` once (storing it again is not an error) and answer the exact per-day counts that
 ``reconcile`` writes. ``mongomock://`` runs the MongoDB backend in-process (tests).
 """
 
 import datetime as dt
 import logging
+import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
+import numpy
+import orjson
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from cpsproject.common.timeutil import UTC, BatchClock, local_day
 from stats.conf import stats_setting
 from stats.keys import NO_PARTNER
-from stats.models import RawEvent
+from stats.models import DiscardedEvent, RawEventChunk
 from stats.pipeline.events import PageView
 from stats.pipeline.registry import Event
 
@@ -37,6 +43,23 @@ class DayCounts:
 
     def codes(self) -> set[str]:
         return set(self.pv_self) | set(self.bot_pv) | set(self.pv_tree)
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class ArchivedEvent(NamedTuple):
+    """One event as the archive holds it."""
+
+    event_id: str
+    type: str
+    ts: dt.datetime  # UTC
+    day: dt.date  # the business day of ``ts``
+    partner: str  # the partner's code, ``NO_PARTNER`` for traffic with no partner
+    path: tuple[str, ...]  # the partner's chain of codes at ingest time, root first; () with no partner
+    openid: str
+    is_bot: bool
+    payload: str  # the message value as received
 
 
 def _document(event: Event) -> dict:
@@ -61,7 +84,16 @@ class Archive(ABC):
 
     @abstractmethod
     def store(self, events: Iterable[Event]) -> None:
-        """Store ``events``; an ``event_id`` already stored is skipped, not an error (replays are normal)."""
+        """Store ``events``; storing an ``event_id`` again is not an error (replays are normal), and every
+        reader still sees it once."""
+
+    @abstractmethod
+    def events(self, day: dt.date) -> Iterator[ArchivedEvent]:
+        """Yield each event of business day ``day`` once."""
+
+    @abstractmethod
+    def count_events(self) -> int:
+        """Return how many distinct events the archive holds."""
 
     @abstractmethod
     def discard(self, event_ids: Sequence[str]) -> None:
@@ -77,206 +109,195 @@ class Archive(ABC):
 
 
 class SqlArchive(Archive):
-    """Raw events in the Django database (``RawEvent``)."""
+    """Raw events in the Django database, in chunks (``RawEventChunk``).
+
+    A chunk's ``body`` is one JSON document of columns, the events in the order stored, zlib-compressed::
+
+        {"event_id": [...], "type": [...], "ts": [epoch microseconds, ...], "partner": [own code, ...],
+         "openid": [...], "payload": [the message value as received, ...],
+         "bots": [index of each bot event], "paths": {partner code: [root, ..., code]}}
+
+    Writing is a few statements per batch whatever its size; reading a day decodes the chunks that hold it and
+    counts each event id once (``events``).
+    """
 
     name = "sql"
 
-    COLUMNS = (
-        "event_id",
-        "type",
-        "ts",
-        "day",
-        "partner",
-        "partner_l1",
-        "partner_l2",
-        "partner_l3",
-        "openid",
-        "is_bot",
-        "payload",
-    )
-    CHUNK = 1000
+    # Events per chunk, and the most a chunk's body may hold: a statement stays well under max_allowed_packet
+    # (16 MB by default on MariaDB, 64 MB on MySQL) however large the events.
+    CHUNK_EVENTS = 5000
+    MAX_BODY_BYTES = 4_000_000
 
     def store(self, events: Iterable[Event]) -> None:
         events = list(events)
-        if not events:
-            return
-        if connection.vendor == "mysql":
-            self._store_mysql(events)
-            return
-        # SQLite's executemany binds plain tuples in C: nothing to gain by building the SQL.
         clock = BatchClock()
-        rows = [self._row(event, clock) for event in events]
+        chunks = []
+        for start in range(0, len(events), self.CHUNK_EVENTS):
+            chunks += self._chunks(events[start : start + self.CHUNK_EVENTS], clock)
+        if not chunks:
+            return
+        if connection.vendor != "mysql":
+            RawEventChunk.objects.bulk_create(chunks)
+            return
+        # The body as a hex literal: mysqlclient escapes binary data at about 130 MB/s, which cost more than
+        # compressing it. One statement per chunk keeps each under max_allowed_packet.
+        table = connection.ops.quote_name(RawEventChunk._meta.db_table)
         with connection.cursor() as cursor:
-            for start in range(0, len(rows), self.CHUNK):
-                cursor.executemany(self._insert_ignoring_repeats(), rows[start : start + self.CHUNK])
+            for chunk in chunks:
+                cursor.execute(
+                    f"INSERT INTO {table} (first_day, last_day, events, body) VALUES "
+                    f"('{chunk.first_day.isoformat()}', '{chunk.last_day.isoformat()}', {chunk.events}, "
+                    f"X'{chunk.body.hex()}')"
+                )
+
+    def _chunks(self, events: list[Event], clock: BatchClock) -> list[RawEventChunk]:
+        """``events`` as one chunk, or as several when their body would be too large for one statement."""
+        lineages = [getattr(event, "lineage", None) for event in events]
+        document = orjson.dumps(
+            {
+                "event_id": [event.event_id for event in events],
+                "type": [event.type for event in events],
+                "ts": [event.seconds * 1_000_000 + event.ts.microsecond for event in events],
+                "partner": [lineage.code if lineage else NO_PARTNER for lineage in lineages],
+                "openid": [getattr(event, "openid", "") for event in events],
+                "payload": [event.payload for event in events],
+                "bots": [n for n, event in enumerate(events) if getattr(event, "is_bot", False)],
+                "paths": {lineage.code: lineage.codes for lineage in set(lineages) if lineage},
+            }
+        )
+        if len(document) > self.MAX_BODY_BYTES and len(events) > 1:
+            half = len(events) // 2
+            return self._chunks(events[:half], clock) + self._chunks(events[half:], clock)
+        days = sorted({clock.day(seconds) for seconds in {event.seconds for event in events}})
+        # Level 1: JSON of similar events shrinks about 8-fold, at about 250 MB/s (zlib lets go of the GIL).
+        body = zlib.compress(document, 1)
+        return [RawEventChunk(first_day=days[0], last_day=days[-1], events=len(events), body=body)]
 
     @staticmethod
-    def _row(event: Event, clock: BatchClock) -> tuple:
-        lineage = getattr(event, "lineage", None)
-        path = (*lineage.codes, "", "", "") if lineage else ("", "", "")
-        return (
-            event.event_id,
-            event.type,
-            # Naive UTC, as Django stores a DateTimeField with USE_TZ on MySQL and SQLite (events hold UTC).
-            event.ts.replace(tzinfo=None),
-            clock.day(event.seconds),
-            lineage.code if lineage else NO_PARTNER,
-            path[0],
-            path[1],
-            path[2],
-            getattr(event, "openid", ""),
-            getattr(event, "is_bot", False),
-            event.payload,
-        )
+    def _bodies(chunks) -> Iterator[dict]:
+        """The decoded body of each chunk of ``chunks`` (a queryset), oldest first, a few in memory at once."""
+        for body in chunks.order_by("id").values_list("body", flat=True).iterator(chunk_size=20):
+            yield orjson.loads(zlib.decompress(body))
 
-    # mysqlclient's own executemany splits statements at about 1 MB too; events are at most MAX_EVENT_BYTES.
-    MAX_STATEMENT_BYTES = 1_000_000
+    def _stored(self, chunks, *, day: dt.date | None = None) -> Iterator[ArchivedEvent]:
+        """Every event of ``chunks`` (of ``day`` only, if given) once, in the order stored.
 
-    def _store_mysql(self, events: list[Event]) -> None:
-        """Multi-row INSERTs built here: mysqlclient's executemany escapes every value through Python calls,
-        which cost more than MariaDB spends on the insert. Partner codes and types repeat, so each distinct
-        string is escaped once per batch; a batch spans a few seconds, so each second's date and time text is
-        made once."""
+        An event id seen twice is rare (a batch read again after a crash), but which ones are can only be known
+        at the end. So a first pass keeps the 64-bit hash of every id (8 bytes an event, not a set of strings),
+        and the second compares the ids themselves only for the hashes that came more than once.
+        """
+        discarded = set(DiscardedEvent.objects.values_list("event_id", flat=True))
         clock = BatchClock()
-        with connection.cursor() as cursor:
-            db = connection.connection  # the MySQLdb connection, open now
-            literal = db.string_literal
-            head, tail = self._insert_ignoring_repeats().encode().split(b"VALUES", 1)
-            tail = tail.split(b")", 1)[1]  # what follows "(%s, …)": the ON DUPLICATE KEY clause
-            texts: dict[str, bytes] = {}
-            paths: dict[object, bytes] = {}  # lineage -> its escaped partner, l1, l2, l3 columns
-            seconds_text: dict[int, tuple[bytes, bytes]] = {}  # epoch second -> (UTC time, business day)
 
-            def text(value: str) -> bytes:
-                try:
-                    return texts[value]
-                except KeyError:
-                    quoted = texts[value] = literal(value.encode())
-                    return quoted
+        def read() -> Iterator[tuple[dict, int, int, dt.date]]:
+            for body in self._bodies(chunks):
+                for n, micros in enumerate(body["ts"]):
+                    seconds = micros // 1_000_000
+                    event_day = clock.day(seconds)
+                    if day is None or event_day == day:
+                        yield body, n, micros, event_day
 
-            def path(lineage) -> bytes:
-                try:
-                    return paths[lineage]
-                except KeyError:
-                    codes = (*lineage.codes, "", "", "")[:3] if lineage else ("", "", "")
-                    own = lineage.code if lineage else NO_PARTNER
-                    columns = paths[lineage] = b",".join(text(code) for code in (own, *codes))
-                    return columns
+        hashes = array("q", (hash(body["event_id"][n]) for body, n, _, _ in read()))
+        ordered = numpy.sort(numpy.frombuffer(hashes, dtype=numpy.int64))
+        repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+        del hashes, ordered
+        seen: set[str] = set()
+        for body, n, micros, event_day in read():
+            event_id = body["event_id"][n]
+            if event_id in discarded:
+                continue
+            if hash(event_id) in repeated:
+                if event_id in seen:
+                    continue
+                seen.add(event_id)
+            partner = body["partner"][n]
+            yield ArchivedEvent(
+                event_id=event_id,
+                type=body["type"][n],
+                ts=_from_epoch_micros(micros),
+                day=event_day,
+                partner=partner,
+                path=tuple(body["paths"].get(partner, ())),
+                openid=body["openid"][n],
+                is_bot=n in _bot_set(body),
+                payload=body["payload"][n],
+            )
 
-            values: list[bytes] = []
-            size = 0
-            for event in events:
-                ts, seconds = event.ts, event.seconds
-                try:
-                    moment, day = seconds_text[seconds]
-                except KeyError:
-                    moment = dt.datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S").encode()
-                    day = clock.day(seconds).isoformat().encode()
-                    seconds_text[seconds] = moment, day
-                if ts.microsecond:
-                    moment = b"%s.%06d" % (moment, ts.microsecond)
-                row = b"(%s,%s,'%s','%s',%s,%s,%d,%s)" % (
-                    literal(event.event_id.encode()),
-                    text(event.type),
-                    moment,
-                    day,
-                    path(getattr(event, "lineage", None)),
-                    text(getattr(event, "openid", "")),
-                    getattr(event, "is_bot", False),
-                    literal(event.payload.encode()),
-                )
-                values.append(row)
-                size += len(row)
-                if size > self.MAX_STATEMENT_BYTES:
-                    cursor.execute(head + b"VALUES " + b",".join(values) + tail)
-                    values, size = [], 0
-            if values:
-                cursor.execute(head + b"VALUES " + b",".join(values) + tail)
+    def events(self, day: dt.date) -> Iterator[ArchivedEvent]:
+        return self._stored(RawEventChunk.objects.filter(first_day__lte=day, last_day__gte=day), day=day)
 
-    def _insert_ignoring_repeats(self) -> str:
-        quote = connection.ops.quote_name
-        columns = ", ".join(quote(c) for c in self.COLUMNS)
-        values = ", ".join(["%s"] * len(self.COLUMNS))
-        table = quote(RawEvent._meta.db_table)
-        if connection.vendor == "mysql":
-            # Not INSERT IGNORE: that would also turn a refused value into a silent truncation.
-            return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON DUPLICATE KEY UPDATE {quote('event_id')} = {quote('event_id')}"
-        return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
+    def count_events(self) -> int:
+        return sum(1 for _ in self._stored(RawEventChunk.objects.all()))
 
     def discard(self, event_ids: Sequence[str]) -> None:
-        RawEvent.objects.filter(event_id__in=list(event_ids)).delete()
+        DiscardedEvent.objects.bulk_create([DiscardedEvent(event_id=event_id) for event_id in event_ids])
 
     def purge_before(self, day: dt.date, *, chunk: int = 5000) -> int:
-        # In chunks of primary keys: one huge DELETE would hold its locks and grow the undo log for minutes.
+        """Delete the chunks whose every event is older than ``day``; a chunk that spans it waits a day more.
+
+        In groups of ``chunk`` events' worth of chunks: one huge DELETE would hold its locks and grow the undo
+        log for minutes.
+        """
         purged = 0
-        old = RawEvent.objects.filter(day__lt=day)
-        while ids := list(old.values_list("id", flat=True)[:chunk]):
-            purged += RawEvent.objects.filter(id__in=ids).delete()[0]
+        old = RawEventChunk.objects.filter(last_day__lt=day)
+        while rows := list(old.values_list("id", "events")[: max(1, chunk // self.CHUNK_EVENTS)]):
+            RawEventChunk.objects.filter(id__in=[pk for pk, _ in rows]).delete()
+            purged += sum(n for _, n in rows)
             logger.info("archive purge: %d raw events before %s deleted so far", purged, day)
+        cutoff = timezone.now() - dt.timedelta(days=stats_setting("ARCHIVE_RETENTION_DAYS"))
+        DiscardedEvent.objects.filter(discarded_at__lt=cutoff).delete()
         return purged
 
     def count_day(self, day: dt.date) -> DayCounts:
-        """Count the day in one scan sorted by openid; distinct users are counted as each openid's rows pass.
+        """Count the day from its distinct events; each user is counted once per partner and per subtree.
 
-        Five ``COUNT(DISTINCT openid)`` groupings each built a temporary table that spilled to disk on a busy
-        day (minutes for a million events); one sorted pass costs a few seconds and holds one user in memory.
+        Users are told apart byte for byte (as Redis and MongoDB do). Each distinct openid of the day gets a
+        number, and each (partner, user) pair is kept as one 64-bit integer in an array, distinct ones found by
+        sorting: memory grows with the day's events (8 bytes per pair), not with sets of strings.
         """
         counts = DayCounts()
-        table, quote = RawEvent._meta.db_table, connection.ops.quote_name
-        # Users are told apart byte for byte, as Redis and MongoDB do: MySQL's default collation would merge
-        # "o-AB" and "o-ab" (and could interleave their rows in the sort).
-        user = "BINARY openid" if connection.vendor == "mysql" else "openid"
-        columns = ", ".join(
-            [user, *(quote(c) for c in ("partner", "partner_l1", "partner_l2", "partner_l3", "is_bot"))]
-        )
-        sql = (
-            f"SELECT {columns}, COUNT(*) FROM {quote(table)} WHERE {quote('day')} = %s AND {quote('type')} = %s "
-            f"GROUP BY {columns} ORDER BY 1"
-        )
-        params = [connection.ops.adapt_datefield_value(day), PageView.type]
-        current, own, tree = None, set(), set()
-
-        def close_user() -> None:
-            if current:  # an empty openid is no user: its page views count, it adds no UV
-                for code in own:
-                    counts.uv_self[code] = counts.uv_self.get(code, 0) + 1
-                for code in tree:
-                    counts.uv_tree[code] = counts.uv_tree.get(code, 0) + 1
-
-        for openid, partner, l1, l2, l3, is_bot, n in _stream(sql, params):
-            if is_bot:
-                counts.bot_pv[partner] = counts.bot_pv.get(partner, 0) + n
+        users: dict[str, int] = {}
+        nodes: dict[str, int] = {}
+        own_pairs, tree_pairs = array("q"), array("q")
+        for event in self.events(day):
+            if event.type != PageView.type:
                 continue
-            if openid != current:
-                close_user()
-                current, own, tree = openid, set(), set()
-            counts.pv_self[partner] = counts.pv_self.get(partner, 0) + n
-            counts.uv_self.setdefault(partner, 0)
-            own.add(partner)
-            for code in (l1, l2, l3):
-                if code:
-                    counts.pv_tree[code] = counts.pv_tree.get(code, 0) + n
-                    counts.uv_tree.setdefault(code, 0)
-                    tree.add(code)
-        close_user()
+            partner = event.partner
+            if event.is_bot:
+                counts.bot_pv[partner] = counts.bot_pv.get(partner, 0) + 1
+                continue
+            counts.pv_self[partner] = counts.pv_self.get(partner, 0) + 1
+            user = users.setdefault(event.openid, len(users)) if event.openid else None
+            node = nodes.setdefault(partner, len(nodes))
+            if user is not None:
+                own_pairs.append(node << 32 | user)
+            for code in event.path:
+                counts.pv_tree[code] = counts.pv_tree.get(code, 0) + 1
+                if user is not None:
+                    tree_pairs.append(nodes.setdefault(code, len(nodes)) << 32 | user)
+        codes = list(nodes)
+        for pairs, uv, pv in (
+            (own_pairs, counts.uv_self, counts.pv_self),
+            (tree_pairs, counts.uv_tree, counts.pv_tree),
+        ):
+            for code in pv:
+                uv[code] = 0
+            distinct = numpy.unique(numpy.frombuffer(pairs, dtype=numpy.int64)) >> 32
+            for node, n in zip(*numpy.unique(distinct, return_counts=True), strict=True):
+                uv[codes[node]] = int(n)
         return counts
 
 
-def _stream(sql: str, params: list, *, size: int = 10_000) -> Iterable[tuple]:
-    """Yield the rows of ``sql`` without holding them all: MySQLdb's default cursor buffers the whole result."""
-    connection.ensure_connection()
-    if connection.vendor == "mysql":
-        from MySQLdb.cursors import SSCursor
+def _bot_set(body: dict) -> frozenset[int]:
+    """The indexes of a chunk's bot events, made once per decoded body."""
+    bots = body.get("_bot_set")
+    if bots is None:
+        bots = body["_bot_set"] = frozenset(body["bots"])
+    return bots
 
-        cursor = connection.connection.cursor(SSCursor)
-    else:
-        cursor = connection.connection.cursor()
-    try:
-        cursor.execute(sql.replace("%s", "?") if connection.vendor == "sqlite" else sql, params)
-        while rows := cursor.fetchmany(size):
-            yield from rows
-    finally:
-        cursor.close()
+
+def _from_epoch_micros(micros: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(microseconds=micros)
 
 
 class MongoArchive(Archive):
@@ -330,6 +351,24 @@ class MongoArchive(Archive):
             },
         ]
         return list(self.collection.aggregate(stages, allowDiskUse=True))
+
+    def events(self, day: dt.date) -> Iterator[ArchivedEvent]:
+        for doc in self.collection.find({"day": day.isoformat()}).sort("_id"):
+            ts = doc["ts"] if doc["ts"].tzinfo else doc["ts"].replace(tzinfo=UTC)  # mongomock drops the zone
+            yield ArchivedEvent(
+                event_id=doc["_id"],
+                type=doc["type"],
+                ts=ts,
+                day=dt.date.fromisoformat(doc["day"]),
+                partner=doc["partner"],
+                path=tuple(doc["path"]),
+                openid=doc["openid"],
+                is_bot=doc["is_bot"],
+                payload=doc["payload"],
+            )
+
+    def count_events(self) -> int:
+        return self.collection.count_documents({})
 
     def discard(self, event_ids: Sequence[str]) -> None:
         self.collection.delete_many({"_id": {"$in": list(event_ids)}})
