@@ -35,6 +35,7 @@ from stats.pipeline.registry import Envelope, Event, event_parser, event_types
 Reason = DeadLetter.Reason
 
 _from_epoch = dt.datetime.fromtimestamp
+_from_iso = dt.datetime.fromisoformat
 
 # C0 controls (NUL included), DEL and surrogates: no storage layer takes all of them in an identifier.
 _UNSTORABLE_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
@@ -115,7 +116,7 @@ def parse_ts(value: object) -> dt.datetime:
     """Return an aware UTC datetime from ISO-8601 with an offset or from epoch milliseconds."""
     if isinstance(value, bool):
         raise Rejected(Reason.BAD_TS, f"ts must be ISO-8601 or epoch ms, not {value!r}")
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):  # noqa: UP038 (a tuple: ``int | float`` builds a union per call)
         try:
             return from_epoch(value / 1000)
         except (OverflowError, OSError, ValueError) as exc:
@@ -249,8 +250,16 @@ class EventReader:
             ts = _from_epoch(ts / 1000, UTC)
         else:
             try:
-                ts = self._checked_ts(ts)
-            except Rejected:
+                moment = _from_iso(ts)
+            except ValueError:
+                return None
+            if moment.tzinfo is None:
+                return None
+            try:
+                ts = moment.astimezone(UTC)
+            except OverflowError:  # near year 1 or 9999
+                return None
+            if not self.earliest <= ts <= self.latest:
                 return None
             seconds = math.floor(ts.timestamp())
         lineage = None

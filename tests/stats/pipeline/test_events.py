@@ -157,6 +157,14 @@ def outcome(read, text: str):
     )
 
 
+# ISO-8601 text with or without an offset, at any moment, and near the accepted span's edges.
+iso_moments = st.datetimes(timezones=st.none() | st.timezones()).map(dt.datetime.isoformat) | st.datetimes(
+    min_value=dt.datetime(2026, 11, 10),
+    max_value=dt.datetime(2026, 11, 25),
+    timezones=st.none() | st.just(dt.UTC),
+).map(dt.datetime.isoformat)
+
+
 @settings(PROPERTY, max_examples=1000)  # no database work per example: cheap to try many
 @given(
     name=st.sampled_from(["event_id", "type", "ts", "partner", "openid", "url", "ua", "ip", "extra"]),
@@ -165,8 +173,9 @@ def outcome(read, text: str):
     | st.sampled_from(["", "pv", "login", "A", "A1a", "B", "Baiduspider", "x" * 129])
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.integers(min_value=NOON_MS - 10**11, max_value=NOON_MS + 10**11)  # around the span's edges
+    | iso_moments
     | json_values,
-    ts=st.sampled_from([NOON.isoformat(), NOON_MS]),
+    ts=st.sampled_from([NOON.isoformat(), NOON_MS]) | iso_moments,
 )
 def test_the_common_page_view_path_reads_what_the_general_path_reads(tree, name, value, ts):
     Partner.objects.filter(code="B").update(is_active=False)
