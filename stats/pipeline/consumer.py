@@ -17,6 +17,7 @@ from stats.conf import stats_setting
 from stats.pipeline.ingest import (
     BatchResult,
     Message,
+    ParsedBatch,
     PartnerDirectory,
     archive_in_background,
     count_batch,
@@ -172,9 +173,8 @@ class CountingThread:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="count")
         self.counting: Future[BatchResult] | None = None
 
-    def start(self, messages: list[Message], *, directory: PartnerDirectory) -> Future[BatchResult] | None:
-        """Parse ``messages``, then count them once the batch before has been; return that batch's future."""
-        parsed = parse_batch(messages, directory=directory, should_stop=self.stop.is_set)
+    def start(self, parsed: ParsedBatch) -> Future[BatchResult] | None:
+        """Archive ``parsed`` now, and count it once the batch before has been; return that batch's future."""
         archive_in_background(parsed, should_stop=self.stop.is_set)
         previous = self.drain()
         self.counting = self.thread.submit(
@@ -258,7 +258,11 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
                 continue
             idle.busy()
             faults.reach("polled")
-            finish(counting.start(messages, directory=directory))
+            parsed = parse_batch(messages, directory=directory, should_stop=stop.is_set)
+            # Parsed: the polled records can go before the next poll (two batches in flight are most of the
+            # consumer's memory).
+            del polled, messages
+            finish(counting.start(parsed))
         finish(counting.drain())
     except StopRequested:
         logger.info("stopped while waiting for a service; the batch will be read again")

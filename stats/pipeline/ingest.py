@@ -185,7 +185,9 @@ def parse_batch(
                 )
                 parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
                 continue
-            counted.append((message, event))
+            # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
+            # twenty thousand of them (``_set_aside`` encodes the payload again for a dead letter).
+            counted.append((Message(message.source, message.partition, message.offset, None), event))
     return parsed
 
 
@@ -203,7 +205,8 @@ def _set_aside(
             message.offset,
             exc,
         )
-        parsed.reject(message, Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
+        raw = message.value if message.value is not None else event.payload.encode()
+        parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
         parsed.events[(message.source, message.partition)].remove((message, event))
         if stage == "counting":
             parsed.set_aside_by_counting.append(event.event_id)
