@@ -184,25 +184,28 @@ class SqlArchive(Archive):
 
         An event id seen twice is rare (a batch read again after a crash), but which ones are can only be known
         at the end. So a first pass keeps the 64-bit hash of every id (8 bytes an event, not a set of strings),
-        and the second compares the ids themselves only for the hashes that came more than once.
+        and the second compares the ids themselves only for the hashes that came more than once. Both passes
+        read the chunks that existed when the first began: one stored in between would hold ids never hashed.
         """
+        last = chunks.order_by("-id").values_list("id", flat=True).first()
+        chunks = chunks.filter(id__lte=last or 0)
         discarded = set(DiscardedEvent.objects.values_list("event_id", flat=True))
         clock = BatchClock()
 
-        def read() -> Iterator[tuple[dict, int, int, dt.date]]:
+        def read() -> Iterator[tuple[dict, frozenset[int], int, int, dt.date]]:
             for body in self._bodies(chunks):
+                bots = frozenset(body["bots"])
                 for n, micros in enumerate(body["ts"]):
-                    seconds = micros // 1_000_000
-                    event_day = clock.day(seconds)
+                    event_day = clock.day(micros // 1_000_000)
                     if day is None or event_day == day:
-                        yield body, n, micros, event_day
+                        yield body, bots, n, micros, event_day
 
-        hashes = array("q", (hash(body["event_id"][n]) for body, n, _, _ in read()))
+        hashes = array("q", (hash(body["event_id"][n]) for body, _, n, _, _ in read()))
         ordered = numpy.sort(numpy.frombuffer(hashes, dtype=numpy.int64))
         repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         del hashes, ordered
         seen: set[str] = set()
-        for body, n, micros, event_day in read():
+        for body, bots, n, micros, event_day in read():
             event_id = body["event_id"][n]
             if event_id in discarded:
                 continue
@@ -219,7 +222,7 @@ class SqlArchive(Archive):
                 partner=partner,
                 path=tuple(body["paths"].get(partner, ())),
                 openid=body["openid"][n],
-                is_bot=n in _bot_set(body),
+                is_bot=n in bots,
                 payload=body["payload"][n],
             )
 
@@ -286,14 +289,6 @@ class SqlArchive(Archive):
             for node, n in zip(*numpy.unique(distinct, return_counts=True), strict=True):
                 uv[codes[node]] = int(n)
         return counts
-
-
-def _bot_set(body: dict) -> frozenset[int]:
-    """The indexes of a chunk's bot events, made once per decoded body."""
-    bots = body.get("_bot_set")
-    if bots is None:
-        bots = body["_bot_set"] = frozenset(body["bots"])
-    return bots
 
 
 def _from_epoch_micros(micros: int) -> dt.datetime:
