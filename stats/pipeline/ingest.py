@@ -186,7 +186,7 @@ def parse_batch(
                 parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
                 continue
             # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
-            # twenty thousand of them (``_set_aside`` encodes the payload again for a dead letter).
+            # thousands of them (``_set_aside`` encodes the payload again for a dead letter).
             counted.append((Message(message.source, message.partition, message.offset, None), event))
     return parsed
 
