@@ -26,6 +26,7 @@ from stats.pipeline.ingest import (
     stored_offsets,
 )
 from stats.pipeline.isolation import Backoff, StopRequested
+from stats.pipeline.record_decoding import decode_records_compiled
 
 logger = logging.getLogger(__name__)
 
@@ -214,6 +215,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
         # request must not create it with the broker's default (after a broker lost its data, say).
         allow_auto_create_topics=False,
     )
+    decode_records_compiled(consumer)
     counting = CountingThread(group=group, stop=stop)
     consumer.subscribe(
         [topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic, before_revoke=counting.wait)
