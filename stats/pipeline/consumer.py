@@ -20,6 +20,7 @@ from stats.pipeline.ingest import (
     ParsedBatch,
     PartnerDirectory,
     archive_in_background,
+    build_counters,
     count_batch,
     parse_batch,
     process_batch,
@@ -161,9 +162,9 @@ def _messages(polled: dict[TopicPartition, list]) -> list[Message]:
 class CountingThread:
     """Counts one parsed batch at a time in a thread of its own, while the consumer polls and parses the next.
 
-    Counting a batch is mostly waiting: for the archive's inserts and for Redis' MULTI/EXEC. Parsing the next
-    batch meanwhile keeps the consumer's core busy, and its archive starts as soon as it is parsed, while the
-    batch before still waits for Redis. Batches are counted one after another, in poll order, so each
+    Counting a batch whose counters are built (``build_counters``) is waiting: for the archive's inserts and
+    for Redis' MULTI/EXEC. Parsing the next batch and building its counters meanwhile keeps the consumer's core
+    busy, and its archive starts as soon as it is parsed, while the batch before still waits for Redis. Batches are counted one after another, in poll order, so each
     partition's offsets still move forward one batch at a time, and at most one batch waits parsed.
     Whatever touches the ``KafkaConsumer`` (commit, seek) stays with the caller: the client is not
     thread-safe.
@@ -261,6 +262,9 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             idle.busy()
             faults.reach("polled")
             parsed = parse_batch(messages, directory=directory, should_stop=stop.is_set)
+            # The counters' commands too, while the batch before waits for Redis: the counting thread is then
+            # left with the waiting alone.
+            build_counters(parsed)
             # Parsed: the polled records can go before the next poll (two batches in flight are most of the
             # consumer's memory).
             del polled, messages

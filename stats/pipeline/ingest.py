@@ -30,7 +30,7 @@ from stats.models import DeadLetter
 from stats.pipeline import metrics
 from stats.pipeline.archive import get_archive
 from stats.pipeline.events import EventReader, Reason, Rejected
-from stats.pipeline.isolation import is_unavailable, isolate_failures, retry_while_unavailable
+from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, queue_counters
 
 logger = logging.getLogger(__name__)
@@ -110,6 +110,8 @@ class ParsedBatch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # per partition, its counters' commands (``build_counters``), queued on its MULTI/EXEC when it is applied
+    counters: dict[tuple[str, int], "RecordedCommands"] = field(default_factory=dict)
     set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
     # the archive's worker storing the events already (``archive_in_background``): its refusals, when done
     archiving: Future | None = None
@@ -208,8 +210,72 @@ def _set_aside(
         raw = message.value if message.value is not None else event.payload.encode()
         parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
         parsed.events[(message.source, message.partition)].remove((message, event))
-        if stage == "counting":
+        if stage == "counting" and parsed.archiving is not None:  # else it was never handed to the archive
             parsed.set_aside_by_counting.append(event.event_id)
+
+
+class RecordedCommands:
+    """Pipeline commands queued in memory, then queued on a real MULTI/EXEC pipeline as often as one is built.
+
+    Counters only queue commands and read no reply, so a partition's counters need no Redis to be built: the
+    consumer builds a batch's while the batch before waits for Redis, and an apply retried after an outage or
+    a moved fence queues the same commands again instead of counting the batch again.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[tuple[str | None, str | tuple, object, object]] = []
+
+    def register_script(self, source: str):
+        def queue(keys=(), args=(), client=None) -> None:
+            self._calls.append((None, source, keys, args))
+
+        return queue
+
+    def __getattr__(self, name: str):
+        def queue(*args, **kwargs):
+            self._calls.append((name, args, kwargs, None))
+            return self
+
+        return queue
+
+    def queue_on(self, pipe) -> None:
+        scripts: dict[str, object] = {}
+        for name, first, second, third in self._calls:
+            if name is None:
+                script = scripts.get(first) or scripts.setdefault(first, pipe.register_script(first))
+                script(keys=second, args=third, client=pipe)
+            else:
+                getattr(pipe, name)(*first, **second)
+
+
+def _record_counters(parsed: ParsedBatch, where: tuple[str, int]) -> RecordedCommands:
+    commands = RecordedCommands()
+    pairs = parsed.events[where]
+    _queue_counters(commands, [event for _, event in pairs], parsed.now)
+    metrics.record_counted(commands, pairs)  # events counted, exactly once with the counters
+    return commands
+
+
+def _build_partition_counters(parsed: ParsedBatch, where: tuple[str, int]) -> None:
+    """Record the partition's counter commands; events the counter code refuses on their own are set aside."""
+    try:
+        parsed.counters[where] = _record_counters(parsed, where)
+        return
+    except Exception:
+        pass
+    # Rare path: find the events that fail on their own, recording into throwaway commands.
+    refused = isolate_failures(
+        parsed.events[where], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
+    )
+    _set_aside(parsed, refused, "counting")
+    parsed.counters[where] = _record_counters(parsed, where)
+
+
+def build_counters(parsed: ParsedBatch) -> None:
+    """Record each partition's counter commands: CPU only, no Redis (``count_batch`` does it when not done)."""
+    for where in parsed.next_offsets:
+        if where not in parsed.counters:
+            _build_partition_counters(parsed, where)
 
 
 class StaleBatch(Exception):
@@ -220,8 +286,32 @@ class StaleBatch(Exception):
         self.where, self.stored = where, stored
 
 
-def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], now: dt.datetime, group: str):
-    """Queue (not send) one partition's counter updates on a fresh MULTI/EXEC pipeline.
+def _check_not_stale(stored: bytes | None, parsed: ParsedBatch, where: tuple[str, int]) -> None:
+    if stored is not None and int(stored) > parsed.first_offsets[where]:
+        raise StaleBatch(where, int(stored))
+
+
+def _stale_partitions(client, parsed: ParsedBatch, group: str) -> list[StaleBatch]:
+    """The batch's partitions whose stored offset is past the batch already, in one round trip.
+
+    Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
+    here; ``_counters_pipeline`` checks again under WATCH, which is what keeps a batch from counting twice.
+    """
+    wheres = list(parsed.next_offsets)
+    pipe = client.pipeline(transaction=False)
+    for source, partition in wheres:
+        pipe.hget(keys.offsets(group, source), str(partition))
+    stale = []
+    for where, stored in zip(wheres, pipe.execute(), strict=True):
+        try:
+            _check_not_stale(stored, parsed, where)
+        except StaleBatch as exc:
+            stale.append(exc)
+    return stale
+
+
+def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], group: str):
+    """One partition's counter commands queued (not sent) on a fresh MULTI/EXEC pipeline.
 
     The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
     is not past the batch's first offset. A consumer that lost its partitions while frozen with a polled batch
@@ -232,34 +322,13 @@ def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], now:
     pipe = client.pipeline(transaction=True)
     try:
         pipe.watch(keys.offset_fence(group, source, partition))
-        stored = pipe.hget(keys.offsets(group, source), str(partition))
-        if stored is not None and int(stored) > parsed.first_offsets[where]:
-            raise StaleBatch(where, int(stored))
+        _check_not_stale(pipe.hget(keys.offsets(group, source), str(partition)), parsed, where)
         pipe.multi()
-        pairs = parsed.events[where]
-        _queue_counters(pipe, [event for _, event in pairs], now)
-        metrics.record_counted(pipe, pairs)  # events counted, exactly once with the counters
+        parsed.counters[where].queue_on(pipe)
     except BaseException:
         pipe.reset()  # gives the watching connection back to the pool
         raise
     return pipe
-
-
-def _prepare_counters(client, parsed: ParsedBatch, where: tuple[str, int], now: dt.datetime, group: str):
-    """The partition's counter pipeline; events the counter code refuses on their own are set aside first."""
-    try:
-        return _counters_pipeline(client, parsed, where, now, group)
-    except StaleBatch:
-        raise
-    except Exception as exc:
-        if is_unavailable(exc):
-            raise
-    # Rare path: find the events that fail on their own with a pipeline that sends nothing.
-    refused = isolate_failures(
-        parsed.events[where], lambda p: _queue_counters(_DiscardingPipeline(), [e for _, e in p], now)
-    )
-    _set_aside(parsed, refused, "counting")
-    return _counters_pipeline(client, parsed, where, now, group)
 
 
 def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
@@ -348,90 +417,73 @@ def count_batch(
     database connection and transactions, while the counters are built; callers inside a transaction of
     their own (tests) leave it off.
     """
-    now = parsed.now
     client = get_redis_connection("default")
     result = BatchResult()
-    pipes: dict[tuple[str, int], object] = {}
+    for stale in retry_while_unavailable(
+        lambda: _stale_partitions(client, parsed, group), what="Redis offset check", should_stop=should_stop
+    ):
+        _drop_stale(parsed, result, stale)
+    if archive_concurrently or parsed.archiving is not None:
+        # The database inserts while this thread builds the counters (its driver releases the GIL), unless
+        # the consumer built them already.
+        if parsed.archiving is None:
+            archive_in_background(parsed, should_stop=should_stop)
+        build_counters(parsed)
+        refused = parsed.archiving.result()
+        # An event the counters refused after the worker started is archived nowhere: take back what the
+        # worker stored of it. (A stale partition's events stay: the consumer that owns it now archives the
+        # same rows.)
+        taken_back = parsed.set_aside_by_counting
+        if taken_back:
+            retry_while_unavailable(
+                lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
+            )
+        # What the counters set aside is out of the batch already.
+        refused = [
+            (pair, exc)
+            for pair, exc in refused
+            if pair in parsed.events.get((pair[0].source, pair[0].partition), ())
+        ]
+    else:
+        # Counters are built before anything is stored, so an event they refuse is archived nowhere.
+        build_counters(parsed)
+        refused = _archive_retrying(parsed.all_events(), should_stop)
+    _set_aside(parsed, refused, "archive")
+    for where in {(m.source, m.partition) for (m, _), _ in refused}:
+        _build_partition_counters(parsed, where)
+    retry_while_unavailable(
+        lambda: _store_dead_letters_isolated(parsed.dead_letters),
+        what="dead letters",
+        should_stop=should_stop,
+    )
+    faults.reach("after_archive")
 
-    def prepare(where: tuple[str, int]) -> None:
+    for where, next_offset in list(parsed.next_offsets.items()):
+        dead = parsed.dead_counts(where)
+
+        def apply(where=where, next_offset=next_offset, dead=dead) -> None:
+            # Each attempt builds the pipeline again, which checks the stored offset again: a transaction
+            # that ran before the connection dropped is not applied twice.
+            while True:
+                pipe = _counters_pipeline(client, parsed, where, group)
+                try:
+                    _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
+                    return
+                except WatchError:
+                    continue
+
         try:
-            pipes[where] = retry_while_unavailable(
-                lambda: _prepare_counters(client, parsed, where, now, group),
-                what=f"Redis check of {where[0]}[{where[1]}]",
-                should_stop=should_stop,
+            retry_while_unavailable(
+                apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop
             )
         except StaleBatch as stale:
-            _drop_stale(parsed, result, stale)
-
-    try:
-        if archive_concurrently or parsed.archiving is not None:
-            # The database inserts while this thread builds the counters (its driver releases the GIL).
-            if parsed.archiving is None:
-                archive_in_background(parsed, should_stop=should_stop)
-            for where in list(parsed.next_offsets):
-                prepare(where)
-            refused = parsed.archiving.result()
-            # An event the counters refused is archived nowhere: take back what the worker stored of it. (A
-            # stale partition's events stay: the consumer that owns it now archives the same rows.)
-            taken_back = parsed.set_aside_by_counting
-            if taken_back:
-                retry_while_unavailable(
-                    lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
-                )
-            # What the counters set aside is out of the batch already.
-            refused = [
-                (pair, exc)
-                for pair, exc in refused
-                if pair in parsed.events.get((pair[0].source, pair[0].partition), ())
-            ]
-        else:
-            # Counters are built before anything is stored, so an event they refuse is archived nowhere.
-            for where in list(parsed.next_offsets):
-                prepare(where)
-            refused = _archive_retrying(parsed.all_events(), should_stop)
-        _set_aside(parsed, refused, "archive")
-        for where in {(m.source, m.partition) for (m, _), _ in refused}:
-            pipes.pop(where).reset()
-            prepare(where)
-        retry_while_unavailable(
-            lambda: _store_dead_letters_isolated(parsed.dead_letters),
-            what="dead letters",
-            should_stop=should_stop,
-        )
-        faults.reach("after_archive")
-
-        for where, next_offset in list(parsed.next_offsets.items()):
-            dead = parsed.dead_counts(where)
-            prepared = [pipes.pop(where)]
-
-            def apply(where=where, next_offset=next_offset, dead=dead, prepared=prepared) -> None:
-                # After an outage or a moved fence the pipeline is built again, which checks the stored
-                # offset again: a transaction that ran before the connection dropped is not applied twice.
-                while True:
-                    pipe = (
-                        prepared.pop() if prepared else _prepare_counters(client, parsed, where, now, group)
-                    )
-                    try:
-                        _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
-                        return
-                    except WatchError:
-                        continue
-
-            try:
-                retry_while_unavailable(
-                    apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop
-                )
-            except StaleBatch as stale:
-                if stale.stored != next_offset:  # else: applied before the connection dropped
-                    _drop_stale(parsed, result, stale)
-                    continue
-            result.counted += len(parsed.events.get(where, []))
-            result.dead.update(dead)
-            result.next_offsets[where] = next_offset
-            faults.reach("after_redis")
-    finally:
-        for pipe in pipes.values():
-            pipe.reset()
+            if stale.stored != next_offset:  # else: applied before the connection dropped
+                _drop_stale(parsed, result, stale)
+                continue
+        result.counted += len(parsed.events.get(where, []))
+        result.dead.update(dead)
+        result.next_offsets[where] = next_offset
+        faults.reach("after_redis")
     if result.dead:
         logger.warning("batch: %s", result.summary())
     metrics.record_batch_duration(time.monotonic() - parsed.started)
@@ -450,6 +502,7 @@ def _drop_stale(parsed: ParsedBatch, result: BatchResult, stale: StaleBatch) -> 
         parsed.first_offsets[where],
     )
     parsed.events.pop(where, None)
+    parsed.counters.pop(where, None)
     parsed.next_offsets.pop(where, None)
     parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != where]
     result.stale[where] = stale.stored
@@ -468,16 +521,6 @@ def _apply_partition(
     pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
     pipe.set(keys.offset_fence(group, source, partition), next_offset, ex=keys.LONG_TTL)
     pipe.execute()
-
-
-class _DiscardingPipeline:
-    """Takes any pipeline command and does nothing: the dry run that finds events the counters refuse."""
-
-    def register_script(self, script: str):
-        return lambda *args, **kwargs: None
-
-    def __getattr__(self, name: str):
-        return lambda *args, **kwargs: self
 
 
 def stored_offsets(*, group: str, source: str) -> dict[int, int]:

@@ -37,7 +37,8 @@ class Envelope:
 
 # parse(payload, envelope) -> an event, or raise Rejected.
 EventParser = Callable[[dict[str, Any], Envelope], Event]
-# queue(pipe, events of the counter's type, now=...) queues Redis commands on the batch's MULTI/EXEC pipeline.
+# queue(pipe, events of the counter's type, now=...) queues Redis commands for the partition's MULTI/EXEC. It
+# reads no reply: ``pipe`` records the commands, which are queued on the real pipeline when the batch is applied.
 CounterQueue = Callable[..., None]
 
 
