@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from stats.conf import stats_setting
-from stats.pipeline.consumer import StopFlag, consume_file, consume_kafka
+from stats.pipeline.consumer import StopFlag, consume_file, consume_kafka, tune_garbage_collection
 
 
 class Command(BaseCommand):
@@ -26,6 +26,7 @@ class Command(BaseCommand):
             raise CommandError("--batch-size must be at least 1")
         stop = StopFlag()
         stop.install()
+        tune_garbage_collection()
         if source == "kafka":
             result = consume_kafka(batch_size=batch_size, exit_when_idle=exit_when_idle, stop=stop)
         elif source.startswith("file:"):
