@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from itertools import groupby
 from typing import NamedTuple
 
@@ -43,6 +43,11 @@ class Message(NamedTuple):
     partition: int
     offset: int
     value: bytes | None
+
+
+# Makes a Message from a 4-tuple in C: the generated ``Message.__new__`` is a Python call, 0.4 µs dearer, and
+# the consumer makes two Messages per event.
+new_message = partial(tuple.__new__, Message)
 
 
 @dataclass
@@ -189,7 +194,7 @@ def parse_batch(
                 continue
             # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
             # thousands of them (``_set_aside`` encodes the payload again for a dead letter).
-            counted.append((Message(message.source, message.partition, message.offset, None), event))
+            counted.append((new_message((message.source, message.partition, message.offset, None)), event))
     return parsed
 
 
