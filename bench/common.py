@@ -50,6 +50,7 @@ from partners.models import Partner  # noqa: E402
 from partners.services import portal_token_issue  # noqa: E402
 from stats import keys  # noqa: E402
 from stats.counters.pageviews import SELF, TREE, bucket_start, queue_page_views  # noqa: E402
+from stats.counters.tally import PageViewTally  # noqa: E402
 from stats.devtools.simulate import simulate_events  # noqa: E402
 from stats.jobs.flush import flush as _flush  # noqa: E402
 from stats.models import DailyStat  # noqa: E402
@@ -241,7 +242,7 @@ def queue_dirty_buckets(*, day: dt.date, buckets: int, users: int = 200) -> int:
 
     def send() -> None:
         pipe = client.pipeline(transaction=False)
-        queue_page_views(pipe, views, now=now)
+        queue_page_views(pipe, PageViewTally.of(views), now=now)
         pipe.execute()
         views.clear()
 

@@ -7,13 +7,10 @@ class StatsConfig(AppConfig):
     verbose_name = _("Traffic statistics")
 
     def ready(self) -> None:
-        from stats.counters.pageviews import queue_page_views
-        from stats.counters.rankings import queue_rankings
-        from stats.counters.series import queue_series
+        from stats.counters import queue_page_view_counters
         from stats.pipeline.events import parse_page_view
         from stats.plugins import register_counter, register_event_type
 
         register_event_type("pv", parse_page_view)
-        register_counter("pv_uv", event_type="pv", queue=queue_page_views)
-        register_counter("rankings", event_type="pv", queue=queue_rankings)
-        register_counter("series", event_type="pv", queue=queue_series)
+        # PV buckets and UV, rankings, series: one counter, so that the batch is tallied once for the three.
+        register_counter("page_views", event_type="pv", queue=queue_page_view_counters)

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 import orjson
 
 from cpsproject.common import redis_keys
-from cpsproject.common.timeutil import BatchClock, floor_local, stamp_minute
+from cpsproject.common.timeutil import floor_local, stamp_minute
 from stats import keys
 from stats.conf import stats_setting
-from stats.pipeline.events import PageView
+from stats.counters.tally import PageViewTally
 
 SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"
 
@@ -61,39 +61,36 @@ BUCKETS_PER_CALL = 5000
 HLLS_PER_CALL = 2000
 
 
-def queue_page_views(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
-    """Pre-aggregate ``views`` in memory and queue a few commands per batch on ``pipe``.
+def queue_page_views(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
+    """Queue a few commands per batch on ``pipe``: the PV buckets and the UV HyperLogLogs of ``tally``.
 
     Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
     bot traffic only in ``bot`` of its own partner. Traffic with no partner counts under ``keys.NO_PARTNER``.
     """
-    clock = BatchClock()
+    clock = tally.clock
     period = stats_setting("BUCKET_SECONDS")
     no_partner = (keys.NO_PARTNER,)
-    views = list(views)
-    # Views of one partner in one second touch the same keys: count them, and gather each partner-day's users,
-    # first; the fan-out to buckets, days and ancestors then runs once per group instead of once per view.
-    per_second = Counter((view.lineage, view.seconds, view.is_bot) for view in views)
-    day_of = {seconds: clock.day_stamp(seconds) for seconds in {seconds for _, seconds, _ in per_second}}
-    users: defaultdict[tuple[object, str], set[str]] = defaultdict(set)
-    for view in views:
-        if view.openid and not view.is_bot:
-            users[(view.lineage, day_of[view.seconds])].add(view.openid)
+    bucket_of = {seconds: clock.floor(seconds, period) for seconds in tally.seconds()}
+    # A batch spans a bucket or two: count per partner and bucket first, so the fan-out to ancestors runs once
+    # per partner-bucket rather than once per partner-second.
+    humans: Counter[tuple[object, int]] = Counter()
+    for (lineage, seconds), n in tally.humans.items():
+        humans[(lineage, bucket_of[seconds])] += n
+    bots: Counter[tuple[object, int]] = Counter()
+    for (lineage, seconds), n in tally.bots.items():
+        bots[(lineage, bucket_of[seconds])] += n
 
     # (code, bucket start) -> [tree, self, bot]
     buckets: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for (lineage, seconds, is_bot), n in per_second.items():
-        start = clock.floor(seconds, period)
+    for (lineage, start), n in bots.items():
+        buckets[((lineage.codes if lineage else no_partner)[-1], start)][2] += n
+    for (lineage, start), n in humans.items():
         chain = lineage.codes if lineage else no_partner
-        own = buckets[(chain[-1], start)]
-        if is_bot:
-            own[2] += n
-            continue
-        own[1] += n
+        buckets[(chain[-1], start)][1] += n
         for code in chain:
             buckets[(code, start)][0] += n
     visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for (lineage, day), openids in users.items():
+    for (lineage, day), openids in tally.visitors.items():
         chain = lineage.codes if lineage else no_partner
         visitors[(chain[-1], day, SELF)].update(openids)
         for code in chain:

@@ -10,17 +10,17 @@ consumer sat idle for days is still right.
 
 import datetime as dt
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import BatchClock, epoch, floor_local
+from cpsproject.common.timeutil import epoch, floor_local
+from partners.selectors import Lineage
 from stats import keys
 from stats.conf import stats_setting
-from stats.pipeline.events import PageView
+from stats.counters.tally import PageViewTally
 
 SCOPES = ("tree", "self")
 
@@ -80,24 +80,25 @@ return #triples / 3
 """
 
 
-def queue_rankings(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
+def queue_rankings(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue slot and total increments for every window and scope; expire due slots first."""
     expire = _expire_script(pipe)
     add = pipe.register_script(_ADD_TO_SLOTS)
-    clock = BatchClock()
-    # Views of one partner in one second land in the same slot of every window: count them once.
-    per_second = Counter((v.lineage, v.seconds) for v in views if v.lineage and not v.is_bot)
+    clock = tally.clock
+    seconds = {second for _, second in tally.humans}
     for window in windows().values():
         oldest = window.oldest_live_slot(now)
         ttl = keys.ranking_ttl(window.slot_seconds, window.slots)
+        slot_of = {second: clock.floor(second, window.slot_seconds) for second in seconds}
+        # A batch spans a slot or two: count per partner and slot first, so the fan-out to ancestors runs once
+        # per partner-slot.
+        per_slot: Counter[tuple[Lineage, int]] = Counter()
+        for (lineage, second), n in tally.humans.items():
+            if lineage is not None:
+                per_slot[(lineage, slot_of[second])] += n
         # scope -> slot start -> partner -> PV
         counts = {scope: defaultdict(Counter) for scope in SCOPES}
-        slot_of: dict[int, int] = {}
-        for (lineage, seconds), n in per_second.items():
-            try:
-                slot = slot_of[seconds]
-            except KeyError:
-                slot = slot_of[seconds] = clock.floor(seconds, window.slot_seconds)
+        for (lineage, slot), n in per_slot.items():
             if slot < oldest:
                 continue  # already outside the window
             counts["self"][slot][lineage.code] += n

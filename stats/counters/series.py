@@ -6,8 +6,6 @@ Lua script per counter, so it never races a concurrent increment; a precision is
 """
 
 import datetime as dt
-from collections import Counter
-from collections.abc import Iterable
 
 import numpy as np
 from django.utils import timezone
@@ -17,7 +15,7 @@ from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoc
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
-from stats.pipeline.events import PageView
+from stats.counters.tally import PageViewTally
 
 ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
@@ -44,14 +42,11 @@ def precisions() -> dict[int, int]:
     return dict(stats_setting("SERIES_RETENTION"))
 
 
-def queue_series(pipe, views: Iterable[PageView], *, now: dt.datetime) -> None:
+def queue_series(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue the increment of every (precision, counter, sample) the batch touches."""
-    clock = BatchClock()
+    clock = tally.clock
     retention = precisions()
-    # Events of one partner in one second share every sample: count them first.
-    per_second: Counter[tuple[object, int]] = Counter(
-        (view.lineage, view.seconds) for view in views if not view.is_bot
-    )
+    per_second = tally.humans  # bots count in no series
     if not per_second:
         return
     # One row per (lineage, second) and counter it feeds: the site's and each partner's of the chain.

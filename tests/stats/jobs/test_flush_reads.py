@@ -8,6 +8,7 @@ from django_redis import get_redis_connection
 
 from stats import keys
 from stats.counters.pageviews import queue_page_views
+from stats.counters.tally import PageViewTally
 from stats.jobs import flush as flush_job
 from stats.jobs.flush import flush
 from stats.models import BucketStat
@@ -30,7 +31,7 @@ def counter_in_redis(values: list[bytes], *, now: dt.datetime) -> Callable[[], N
 
     def write() -> None:
         pipe = client.pipeline(transaction=False)
-        queue_page_views(pipe, views, now=now)
+        queue_page_views(pipe, PageViewTally.of(views), now=now)
         pipe.execute()
 
     return write
