@@ -5,6 +5,7 @@ import gc
 import logging
 import signal
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -181,39 +182,61 @@ def _messages(polled: dict[TopicPartition, list]) -> list[Message]:
 
 
 class CountingThread:
-    """Counts one parsed batch at a time in a thread of its own, while the consumer polls and parses the next.
+    """Counts parsed batches one at a time in a thread of its own, while the consumer polls and parses the next.
 
     Counting a batch whose counters are built (``build_counters``) is waiting: for the archive's inserts and
     for Redis' MULTI/EXEC. Parsing the next batch and building its counters meanwhile keeps the consumer's core
-    busy, and its archive starts as soon as it is parsed, while the batch before still waits for Redis. Batches are counted one after another, in poll order, so each
-    partition's offsets still move forward one batch at a time, and at most one batch waits parsed.
-    Whatever touches the ``KafkaConsumer`` (commit, seek) stays with the caller: the client is not
-    thread-safe.
+    busy, and each batch's archive starts as soon as it is parsed. Up to ``QUEUED`` batches wait their turn
+    behind the one being counted, so that a batch whose archive or Redis apply runs long does not stall the
+    parsing. Batches are counted one after another, in poll order, so each partition's offsets still move
+    forward one batch at a time. Whatever touches the ``KafkaConsumer`` (commit, seek) stays with the caller:
+    the client is not thread-safe.
     """
+
+    # Each batch held costs memory (16,000 events: ~15 MB parsed); see stats.conf CONSUMER_BATCH_SIZE.
+    QUEUED = 1
 
     def __init__(self, *, group: str, stop: StopFlag) -> None:
         self.group, self.stop = group, stop
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="count")
-        self.counting: Future[BatchResult] | None = None
+        self.pending: deque[Future[BatchResult]] = deque()
+        self.failed = False  # read and written by the counting thread only
 
-    def start(self, parsed: ParsedBatch) -> Future[BatchResult] | None:
-        """Archive ``parsed`` now, and count it once the batch before has been; return that batch's future."""
+    def _count(self, parsed: ParsedBatch) -> BatchResult:
+        # Once a batch failed, the ones queued behind it are not counted: their offsets would move the
+        # partition past the failed batch's events, which a restart must read again.
+        if self.failed:
+            raise StopRequested("an earlier batch was not counted")
+        try:
+            return count_batch(
+                parsed, group=self.group, should_stop=self.stop.is_set, archive_concurrently=True
+            )
+        except BaseException:
+            self.failed = True
+            raise
+
+    def start(self, parsed: ParsedBatch) -> list[Future[BatchResult]]:
+        """Archive ``parsed`` now and count it after the batches before; return the batches that are done.
+
+        Waits while more than ``QUEUED`` batches wait their turn; the ones returned are in poll order.
+        """
         archive_in_background(parsed, should_stop=self.stop.is_set)
-        previous = self.drain()
-        self.counting = self.thread.submit(
-            count_batch, parsed, group=self.group, should_stop=self.stop.is_set, archive_concurrently=True
-        )
-        return previous
+        self.pending.append(self.thread.submit(self._count, parsed))
+        done = []
+        while self.pending and (len(self.pending) > self.QUEUED + 1 or self.pending[0].done()):
+            self.pending[0].exception()
+            done.append(self.pending.popleft())
+        return done
 
     def wait(self) -> None:
-        """Wait until the batch being counted is done (``drain`` or ``start`` hands over its result)."""
-        if self.counting is not None:
-            self.counting.exception()
+        """Wait until every batch handed over is counted (``drain`` or ``start`` hands over the results)."""
+        for counting in self.pending:
+            counting.exception()
 
-    def drain(self) -> Future[BatchResult] | None:
-        """Wait for the batch being counted and return its future (None when there is none)."""
+    def drain(self) -> list[Future[BatchResult]]:
+        """Wait for every batch handed over and return them, in poll order."""
         self.wait()
-        done, self.counting = self.counting, None
+        done, self.pending = list(self.pending), deque()
         return done
 
     def close(self) -> None:
@@ -247,16 +270,18 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
     idle = IdleClock(exit_when_idle)
     backoff = Backoff(cap=5.0)
 
-    def finish(counted: Future[BatchResult] | None) -> None:
-        if counted is None:
-            return
-        batch = counted.result()  # raises what counting raised
-        total.add(batch)
-        _read_on_from_stored(consumer, batch.stale)
-        _commit_for_monitoring(consumer, batch)
-        logger.info(
-            "batch of %d from %s; so far %s", batch.counted + sum(batch.dead.values()), topic, total.summary()
-        )
+    def finish(counted: list[Future[BatchResult]]) -> None:
+        for future in counted:
+            batch = future.result()  # raises what counting raised
+            total.add(batch)
+            _read_on_from_stored(consumer, batch.stale)
+            _commit_for_monitoring(consumer, batch)
+            logger.info(
+                "batch of %d from %s; so far %s",
+                batch.counted + sum(batch.dead.values()),
+                topic,
+                total.summary(),
+            )
 
     try:
         while not stop.stopping:
@@ -286,7 +311,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             # The counters' commands too, while the batch before waits for Redis: the counting thread is then
             # left with the waiting alone.
             build_counters(parsed)
-            # Parsed: the polled records can go before the next poll (two batches in flight are most of the
+            # Parsed: the polled records can go before the next poll (the batches in flight are most of the
             # consumer's memory).
             del polled, messages
             finish(counting.start(parsed))
