@@ -18,12 +18,16 @@ import orjson
 _HINCRBY_MANY = """
 local index = KEYS[#KEYS]
 local ttls, triples, members = cjson.decode(ARGV[1]), cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
+local created = {}
 for i = 1, #triples, 3 do
-  redis.call('HINCRBY', KEYS[triples[i]], triples[i + 1], triples[i + 2])
+  local amount = triples[i + 2]
+  if redis.call('HINCRBY', KEYS[triples[i]], triples[i + 1], amount) == amount then
+    created[triples[i]] = true
+  end
 end
-for i = 1, #KEYS - 1 do
-  redis.call('EXPIRE', KEYS[i], ttls[i])
-  redis.call('ZADD', index, 0, members[i])
+for k in pairs(created) do
+  redis.call('EXPIRE', KEYS[k], ttls[k])
+  redis.call('ZADD', index, 0, members[k])
 end
 redis.call('EXPIRE', index, ARGV[4])
 return #triples / 3
@@ -42,9 +46,13 @@ def queue_hincrby_many(
 ) -> None:
     """Queue ``HINCRBY hashes[k - 1] field amount`` for each row ``(k, field, amount)`` of ``triples``.
 
-    Every hash gets (again) its safety TTL ``ttls[k - 1]``, far beyond the job that consumes it, and its entry
-    ``members[k - 1]`` (score 0) in the sorted set ``index``, where the cleaner finds it. Integer fields are
-    stored as their decimal digits, as HINCRBY would.
+    Amounts are positive. A hash in which an increment creates a field gets (again) its safety TTL
+    ``ttls[k - 1]``, far beyond the job that consumes it, and its entry ``members[k - 1]`` (score 0) in the
+    sorted set ``index``, where the cleaner finds it; so does a hash the increments create. A hash whose
+    increments only add to fields it has keeps its TTL: the series' fields are samples, and a hash that is
+    written to gains a sample every precision, well inside its TTL. Doing it for every hash on every call was
+    most of Redis' work for the series: per partition and batch, two calls for each of ~1,000 counters at each
+    of 7 precisions. Integer fields are stored as their decimal digits, as HINCRBY would.
     """
     script = pipe.register_script(_HINCRBY_MANY)
     args = [

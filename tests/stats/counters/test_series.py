@@ -191,3 +191,32 @@ def test_five_minute_and_hour_samples_start_on_kathmandu_quarter_hours(settings)
         (utc("2027-01-01T00:15"), 2),
         (utc("2027-01-01T00:20"), 1),
     ]
+
+
+def test_a_counter_the_cleaner_forgot_is_indexed_again_with_its_ttl_when_it_counts_again(
+    settings, redis_client
+):
+    settings.CPS_STATS = {**settings.CPS_STATS, "SERIES_RETENTION": {60: 10}}
+    create_tree()
+    start = at("2026-11-21 08:00")
+    feed([pv_event(start, "B")], now=start)
+    clean_series(now=start + dt.timedelta(days=1), force=True)
+    assert redis_client.zcard(keys.series_known()) == 0
+    later = start + dt.timedelta(days=1)
+    feed([pv_event(later, "B")], now=later)
+    known = {member.decode() for member in redis_client.zrange(keys.series_known(), 0, -1)}
+    assert known == {keys.series_member(60, ALL_TRAFFIC), keys.series_member(60, partner_counter("B"))}
+    for counter in (ALL_TRAFFIC, partner_counter("B")):
+        assert 0 < redis_client.ttl(keys.series_hash(60, counter)) <= 60 * 10 + 86400
+
+
+def test_a_new_sample_renews_the_safety_ttl_of_its_hash(settings, redis_client):
+    settings.CPS_STATS = {**settings.CPS_STATS, "SERIES_RETENTION": {60: 10}}
+    create_tree()
+    start = at("2026-11-21 08:00")
+    feed([pv_event(start, "B")], now=start)
+    hash_key = keys.series_hash(60, partner_counter("B"))
+    redis_client.expire(hash_key, 100)
+    next_minute = start + dt.timedelta(minutes=1)
+    feed([pv_event(next_minute, "B")], now=next_minute)
+    assert redis_client.ttl(hash_key) > 100
