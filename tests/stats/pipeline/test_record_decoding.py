@@ -1,6 +1,8 @@
 """The consumer's record decoder (aiokafka's compiled one, under kafka-python) against the real broker."""
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -32,6 +34,22 @@ def read_all(consumer: KafkaConsumer, tp: TopicPartition, expected: int) -> list
     return read
 
 
+@contextmanager
+def compiled_consumer(
+    bootstrap: str, tp: TopicPartition, *, max_poll_records: int
+) -> Iterator[KafkaConsumer]:
+    """A consumer assigned ``tp`` alone, decoding with the compiled decoder (asserted), closed afterwards."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=max_poll_records
+    )
+    try:
+        assert decode_records_compiled(consumer)
+        consumer.assign([tp])
+        yield consumer
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_polls_smaller_than_a_batch_read_every_record_once_in_order(
     kafka_bootstrap, kafka_topic, compression
@@ -40,28 +58,18 @@ def test_polls_smaller_than_a_batch_read_every_record_once_in_order(
     produce(kafka_bootstrap, kafka_topic, values, compression=compression)
     tp = TopicPartition(kafka_topic, 0)
     # Seven records a poll: most polls stop inside a record batch, and the next one must go on from there.
-    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, max_poll_records=7)
-    try:
-        assert decode_records_compiled(consumer)
-        consumer.assign([tp])
+    with compiled_consumer(kafka_bootstrap, tp, max_poll_records=7) as consumer:
         consumer.seek_to_beginning(tp)
         read = read_all(consumer, tp, len(values))
         assert read == list(enumerate(values))
         assert consumer.position(tp) == 600
-    finally:
-        consumer.close()
 
 
 def test_a_consumer_seeking_into_the_middle_of_a_batch_starts_at_that_record(kafka_bootstrap, kafka_topic):
     values = [b"value %d" % n for n in range(300)]
     produce(kafka_bootstrap, kafka_topic, values, compression=None)
     tp = TopicPartition(kafka_topic, 0)
-    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, max_poll_records=50)
-    try:
-        assert decode_records_compiled(consumer)
-        consumer.assign([tp])
+    with compiled_consumer(kafka_bootstrap, tp, max_poll_records=50) as consumer:
         consumer.seek(tp, 123)
         read = read_all(consumer, tp, 300 - 123)
         assert read == [(n, b"value %d" % n) for n in range(123, 300)]
-    finally:
-        consumer.close()
