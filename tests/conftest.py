@@ -29,6 +29,24 @@ def _require(port: int, what: str) -> None:
         pytest.exit(f"{what} is not running on 127.0.0.1:{port}; start it with scripts/test", returncode=3)
 
 
+# Under pytest-xdist the longest tests (real processes, the broker, a browser) go out first, so that no
+# worker is left running one of them alone at the end while the others idle.
+SLOW_PATHS = ("tests/reliability/", "tests/browser/", "tests/test_bench_quick.py")
+SLOW_FIXTURES = ("kafka_bootstrap", "live_server")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    def slowness(item) -> int:
+        path = item.nodeid
+        if path.startswith(SLOW_PATHS):
+            return 0
+        if any(name in item.fixturenames for name in SLOW_FIXTURES):
+            return 1
+        return 2
+
+    items.sort(key=slowness)
+
+
 def pytest_sessionstart(session) -> None:
     _require(6379, "Redis")
     if "mysql" in django_settings.DATABASES["default"]["ENGINE"]:
