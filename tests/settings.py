@@ -30,3 +30,8 @@ if (worker := os.environ.get("PYTEST_XDIST_WORKER")) and not os.environ.get("CPS
     )
 
 from cpsproject.settings import *  # noqa: E402, F403
+
+# Creating a user and logging in hash a password twice: PBKDF2's 1.2 million rounds cost 0.45 s of CPU each,
+# about a minute and a half per database pass, and no test is about the strength of the hash. The production
+# hasher stays what cpsproject.settings says (tests/test_api_hostile.py counts verifications with its own).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
