@@ -79,7 +79,8 @@ class Children:
         self.settings, self.directory, self.started = settings, directory, []
         self._n = 0
 
-    def start(self, *args: str, **env: str) -> Child:
+    def start(self, *args: str, cpus: set[int] | None = None, **env: str) -> Child:
+        """Start ``manage.py *args``; ``cpus`` confines it (and the threads it starts) to those cores."""
         self._n += 1
         name = f"{args[0]}-{self._n}"
         out, err = self.directory / f"{name}.out", self.directory / f"{name}.err"
@@ -90,6 +91,7 @@ class Children:
                 env=subprocess_env(self.settings, **env),
                 stdout=stdout,
                 stderr=stderr,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             )
         child = Child(name, process, out, err)
         self.started.append(child)
@@ -106,10 +108,19 @@ class Children:
 
 
 @contextlib.contextmanager
-def cpu_burners(count: int) -> Iterator[list[subprocess.Popen]]:
-    """Keep ``count`` processes spinning on the CPU (a loaded machine) until the block ends."""
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    log.info("started %d CPU-burning processes", count)
+def cpu_burners(count: int, *, cpus: set[int]) -> Iterator[list[subprocess.Popen]]:
+    """Keep ``count`` processes spinning on the cores ``cpus`` (a loaded machine) until the block ends.
+
+    The load is confined to the cores the process under test is confined to: it starves just as it would on a
+    machine loaded everywhere, while the tests that run beside it (pytest-xdist) keep the other cores.
+    """
+    burners = [
+        subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+        )
+        for _ in range(count)
+    ]
+    log.info("started %d CPU-burning processes on cores %s", count, sorted(cpus))
     try:
         yield burners
     finally:
@@ -173,5 +184,6 @@ def dead_port() -> int:
     return port
 
 
-def machine_cores() -> int:
-    return len(os.sched_getaffinity(0))
+def loaded_cores() -> set[int]:
+    """The cores a loaded-machine test confines its process and its burners to: one, the last we may use."""
+    return {max(os.sched_getaffinity(0))}

@@ -1,6 +1,6 @@
 """``consume --exit-when-idle`` drains a topic and exits in bounded time on a loaded machine with slow batches.
 
-The machine is loaded with CPU-burning processes (twice as many as cores), every batch sleeps past the group's
+The consumer's cores are loaded with CPU-burning processes (two per core), every batch sleeps past the group's
 session timeout (``CPS_FAULT_SLEEP``), and once the consumer is frozen outright (SIGSTOP) for longer than the
 session timeout, as a starved process is: its session expires while it holds partitions. It must still count
 every event exactly once and exit 0 within a bound computed from the work it was given.
@@ -21,7 +21,7 @@ from tests.reliability.flow import (
     reported_count,
     todays_traffic,
 )
-from tests.reliability.procs import cpu_burners, machine_cores, wait_until
+from tests.reliability.procs import cpu_burners, loaded_cores, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
@@ -42,8 +42,9 @@ def test_consume_on_a_loaded_machine_with_batches_slower_than_the_session_exits_
     # Startup and the first join, each batch (slow sleep + 10 s of parsing on a loaded machine), the freeze and
     # the rejoin after it, then the idle time: generous, yet far below the 600 s run this test stands for.
     bound = 60 + batches * (slow + 10) + frozen + 30 + IDLE_SECONDS
-    burners = 2 * machine_cores()
-    with cpu_burners(burners):
+    cores = loaded_cores()
+    burners = 2 * len(cores)
+    with cpu_burners(burners, cpus=cores):
         began = time.monotonic()
         child = children.start(
             "consume",
@@ -51,6 +52,7 @@ def test_consume_on_a_loaded_machine_with_batches_slower_than_the_session_exits_
             str(batch),
             "--exit-when-idle",
             str(IDLE_SECONDS),
+            cpus=cores,
             CPS_FAULT_SLEEP=f"after_archive:{slow}",
         )
         wait_until(
