@@ -10,6 +10,7 @@ from cpsproject.common.admin_csv import CsvExportMixin
 from partners.models import Partner
 from stats.counters.pageviews import hll_union_counts
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
+from stats.read.selectors import outermost_rows
 
 
 class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
@@ -142,10 +143,11 @@ class DailyStatAdmin(ReadOnlyAdmin):
         return response
 
     def totals(self, queryset) -> dict:
-        """Sum PV over the filtered rows; UV is the union of their HyperLogLogs when few enough, else None."""
-        sums = queryset.order_by().aggregate(
-            rows=Count("pk"), pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv")
-        )
+        """Sum PV over the outermost filtered rows, own PV over all; UV is the union of their HyperLogLogs when few
+        enough, else None."""
+        sums = queryset.order_by().aggregate(rows=Count("pk"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
+        # A parent's PV holds its children's: summing every selected level would count a view once per level.
+        sums["pv"] = outermost_rows(queryset).order_by().aggregate(pv=Sum("pv"))["pv"]
         totals = {key: value or 0 for key, value in sums.items()}
         totals["uv"] = totals["uv_self"] = None
         if 0 < totals["rows"] <= TOTAL_UV_MAX_ROWS:

@@ -20,8 +20,9 @@ def totals(html: str) -> dict[str, str]:
 def test_totals_row_sums_pv_and_merges_uv_of_the_filtered_days(boss, two_days):
     html = boss.get(DAILY, {"date__gte": "2026-11-21", "date__lte": "2026-11-21"}).content.decode()
     assert len(result_rows(html, "pv")) == 5  # A, A1, A1a, B and the traffic with no partner
-    # PV 6 + 6 + 2 + 1 + 2; own PV 0 + 4 + 2 + 1 + 2; UV: u1 u2 u3 u4 u9 whoever counted them.
-    assert totals(html) == {"pv": "17", "uv": "5", "pv_self": "9", "uv_self": "5", "bot_pv": "0"}
+    # PV of the roots A 6, B 1 and no partner 2 (A1's 6 and A1a's 2 are inside A's 6, not beside it);
+    # own PV 0 + 4 + 2 + 1 + 2; UV: u1 u2 u3 u4 u9 whoever counted them.
+    assert totals(html) == {"pv": "9", "uv": "5", "pv_self": "9", "uv_self": "5", "bot_pv": "0"}
     assert "Total of the 5 filtered rows" in html
 
 
@@ -31,6 +32,10 @@ def test_totals_row_follows_level_parent_and_search(boss, two_days):
     assert totals(level2)["pv"] == "6" and totals(level2)["uv"] == "4"
     children_of_a = boss.get(DAILY, {"parent": "A"}).content.decode()
     assert totals(children_of_a)["pv"] == "6"
+    # A1 and its child A1a: A1's 6 holds A1a's 2.
+    a1_and_child = boss.get(DAILY, {"q": "A1", "date__gte": "2026-11-21", "date__lte": "2026-11-21"})
+    assert sorted(result_rows(a1_and_child.content.decode(), "pv")) == [("2",), ("6",)]
+    assert totals(a1_and_child.content.decode())["pv"] == "6"
     searched = boss.get(DAILY, {"q": "A1a"}).content.decode()
     assert totals(searched) == {"pv": "2", "uv": "1", "pv_self": "2", "uv_self": "1", "bot_pv": "0"}
     reconciled = boss.get(DAILY, {"reconciled": "no"}).content.decode()
