@@ -35,10 +35,16 @@ TOP_LIMIT = 10
 
 
 def _error_text(exc: ValidationError) -> str:
-    detail = exc.detail
-    if isinstance(detail, dict):
-        return "; ".join(str(message) for messages_ in detail.values() for message in messages_)
-    return "; ".join(map(str, detail)) if isinstance(detail, list) else str(detail)
+    """Join the messages of ``exc``: a parameter's detail is one message or a list of them."""
+
+    def flat(detail) -> list[str]:
+        if isinstance(detail, dict):
+            return [message for value in detail.values() for message in flat(value)]
+        if isinstance(detail, list):
+            return [message for value in detail for message in flat(value)]
+        return [str(detail)]
+
+    return "; ".join(message.rstrip(".") for message in flat(exc.detail))
 
 
 def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:

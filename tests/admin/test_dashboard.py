@@ -1,6 +1,7 @@
 """The dashboard (the admin index) and the partner page show the numbers the inputs imply."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -16,6 +17,11 @@ def text_of(html: str, element_id: str) -> str:
     match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html)
     assert match, f"no element #{element_id}"
     return match.group(1).strip()
+
+
+def page_messages(html: str) -> list[str]:
+    """The texts of the admin's messages, as a reader sees them."""
+    return [unescape(text).strip() for text in re.findall(r'<li class="[a-z]+">(.*?)</li>', html, re.S)]
 
 
 def day_row(html: str, table_id: str, day: str) -> list[str]:
@@ -69,11 +75,22 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
     response = boss.get("/admin/", {"start": "2026-02-30", "partner": "NOPE", "scope": "x"})
     assert response.status_code == 200
     html = response.content.decode()
-    assert "The date range was not understood" in html
-    assert "No partner has the code NOPE" in html
-    assert "Scope must be" in html
+    assert page_messages(html) == [
+        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-02-30'); "
+        "showing 2026-10-24 to 2026-11-22 instead.",
+        "Scope must be “tree” or “self”; showing the subtree.",
+        "No partner has the code NOPE; showing all traffic.",
+    ]
     assert text_of(html, "today-pv") == "3"  # the defaults: all traffic, the last 30 days
     assert boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).status_code == 200
+
+
+def test_a_bad_date_is_one_readable_sentence_naming_the_parameter(boss, two_days):
+    html = boss.get("/admin/?start=2026-13-01&end=yesterday").content.decode()
+    assert page_messages(html) == [
+        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-13-01'); "
+        "showing 2026-10-24 to 2026-11-22 instead."
+    ]
 
 
 def test_partner_page_puts_children_side_by_side_with_a_union_total(boss, two_days):
