@@ -163,7 +163,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
 @admin.register(BucketStat)
 class BucketStatAdmin(ReadOnlyAdmin):
     list_display = ["start", "partner", "pv", "pv_self", "bot_pv", "generation", "flushed_at"]
-    search_fields = ["partner__code"]
+    search_fields = ["partner__code", "partner__name"]
     # Not date_hierarchy: on a DateTimeField it needs MySQL's time-zone tables, which stock servers lack.
     list_filter = [("start", admin.DateFieldListFilter)]
     list_select_related = ["partner"]
@@ -191,7 +191,7 @@ class ReconcileDriftAdmin(ReadOnlyAdmin):
         "uv_drift",
     ]
     list_filter = ["date"]
-    search_fields = ["partner__code"]
+    search_fields = ["partner__code", "partner__name"]
     list_select_related = ["partner"]
     csv_fields = [
         (_("date"), "date"),
