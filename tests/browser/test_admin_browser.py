@@ -126,6 +126,22 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     assert chart.bounding_box()["height"] > 150  # drawn, not collapsed
     page.screenshot(path=SCREENSHOTS / "3-partner-page.png", full_page=True)
 
+    # A mistyped partner page: a 404 inside the admin, whose link leads back to the dashboard.
+    missing = page.goto(f"{base}/admin/network/P00l/")
+    assert missing.status == 404
+    assert "No partner has the code P00l." in page.inner_text("#partner-missing")
+    page.screenshot(path=SCREENSHOTS / "3a-partner-missing.png", full_page=True)
+    page.click("#back-to-dashboard")
+    page.wait_for_selector("#today-pv")
+
+    # Delete explains that partners are deactivated, and offers that instead.
+    page.goto(f"{base}/admin/partners/partner/?q={PARTNER}")
+    page.click(f'#result_list a:text-is("{PARTNER}")')
+    page.click("a.deletelink")
+    assert page.inner_text("#not-deleted").startswith("Partners are deactivated, not deleted")
+    assert page.locator("#deactivate").get_attribute("value") == f"Deactivate {PARTNER}"
+    page.screenshot(path=SCREENSHOTS / "3b-partner-deactivate.png", full_page=True)
+
     page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={PARTNER}")
     row = page.locator("#result_list tbody tr", has=page.locator("td.field-partner", has_text=f"{PARTNER} ("))
     assert number(row.locator("td.field-pv").inner_text()) == day["pv"]
