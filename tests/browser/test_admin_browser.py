@@ -54,8 +54,9 @@ def number(text: str) -> int:
     return int(text.strip().replace(",", "").replace("\u00a0", "").replace(" ", ""))
 
 
-def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server):
+def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server, settings, tmp_path):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    settings.RUN_DIR = tmp_path  # the demo's replay files: not shared with a test running beside this one
     seed_demo(events=3000)
     # A dead letter whose payload has no place to break: it must wrap, not widen the page.
     feed([b"{" + b"A" * 5000], now=timezone.now())

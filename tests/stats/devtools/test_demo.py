@@ -46,7 +46,8 @@ def test_live_traffic_counts_views_and_logins_tick_by_tick_and_resumes_its_offse
     assert (again.counted, again.stale) == (10, {})
 
 
-def test_the_demo_seed_leaves_a_week_of_logins():
+def test_the_demo_seed_leaves_a_week_of_logins(settings, tmp_path):
+    settings.RUN_DIR = tmp_path  # the replay files: not shared with a test running beside this one
     seed_demo(events=600)
     today = local_day(timezone.now())
     assert all(logins_on(today - dt.timedelta(days=back)) > 0 for back in range(1, LOGIN_DAYS))
