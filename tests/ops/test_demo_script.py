@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,9 +30,14 @@ def run_lib(script: str) -> str:
 
 
 def stop_leftover(port: int) -> None:
-    """Stop the redis-server a failed test left on ``port``, by its pid file."""
+    """Stop the redis-server a failed test left on ``port``, by its pid file; remove its log."""
     with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
-        os.kill(int((ROOT / ".run" / f"redis-{port}.pid").read_text()), signal.SIGTERM)
+        pid = int((ROOT / ".run" / f"redis-{port}.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):  # redis-server reopens its log for every line, its last ones included
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    (ROOT / ".run" / f"redis-{port}.log").unlink(missing_ok=True)
 
 
 def test_the_redis_server_the_demo_started_is_stopped_with_it():
