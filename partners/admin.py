@@ -1,11 +1,17 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from partners.models import Partner, PortalAccount
-from partners.services import partner_create, partner_move
+from partners.selectors import partner_subtree
+from partners.services import partner_create, partner_deactivate, partner_move
 
 
 class ChildInline(admin.TabularInline):
@@ -59,6 +65,63 @@ class PartnerAdmin(admin.ModelAdmin):
             }
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
+    def get_actions(self, request):
+        # Deleting a partner would cascade to its statistics and its sub-partners: it is deactivated instead.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description=_("Deactivate the selected partners"), permissions=["change"])
+    def deactivate_selected(self, request, queryset) -> None:
+        count = sum(partner_deactivate(partner=partner) for partner in queryset)
+        self.message_user(
+            request,
+            ngettext(
+                "%(count)d partner deactivated: its new events become dead letters.",
+                "%(count)d partners deactivated: their new events become dead letters.",
+                count,
+            )
+            % {"count": count},
+            messages.SUCCESS,
+        )
+
+    actions = ["deactivate_selected"]
+
+    def delete_view(self, request, object_id, extra_context=None):
+        """Explain that partners are deactivated, not deleted, and offer that instead; never delete."""
+        partner = self.get_object(request, unquote(object_id))
+        if partner is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_change_permission(request, partner):
+            raise PermissionDenied
+        if request.method == "POST":
+            subtree = request.POST.get("subtree") == "1"
+            count = partner_deactivate(partner=partner, include_subtree=subtree)
+            self.message_user(
+                request,
+                ngettext(
+                    "%(code)s deactivated (%(count)d partner): its statistics are kept, its new events become "
+                    "dead letters.",
+                    "%(code)s deactivated (%(count)d partners): their statistics are kept, their new events "
+                    "become dead letters.",
+                    count,
+                )
+                % {"code": partner.code, "count": count},
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:partners_partner_change", args=[partner.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Partners are deactivated, not deleted"),
+            "opts": self.opts,
+            "object": partner,
+            "descendants": partner_subtree(partner=partner, include_self=False).count(),
+            "stats_days": partner.daily_stats.count(),  # stats' DailyStat rows, without importing stats
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/partners/partner/deactivate.html", context)
+
     def save_model(self, request, obj: Partner, form, change: bool) -> None:
         # Level and path of the whole subtree depend on the parent: the services keep them right.
         if not change:
@@ -74,5 +137,5 @@ class PartnerAdmin(admin.ModelAdmin):
 @admin.register(PortalAccount)
 class PortalAccountAdmin(admin.ModelAdmin):
     list_display = ["user", "partner", "created_at"]
-    search_fields = ["partner__code", "user__username"]
+    search_fields = ["partner__code", "partner__name", "user__username"]
     autocomplete_fields = ["partner"]

@@ -72,8 +72,10 @@ redis_server_bin() {
 }
 
 ensure_redis() {
-  # $1: port. Starts a redis-server the project controls when nothing listens there.
+  # $1: port. Starts a redis-server the project controls when nothing listens there, and sets STARTED_REDIS to
+  # its pid file (empty when one was already listening: that one belongs to someone else and is left running).
   local port="$1"
+  STARTED_REDIS=""
   port_open "$port" && return 0
   local bin
   bin="$(redis_server_bin)"
@@ -81,6 +83,16 @@ ensure_redis() {
   "$bin" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
     --dir "$RUN" --pidfile "$RUN/redis-$port.pid" --logfile "$RUN/redis-$port.log"
   wait_port "$port" redis-server
+  STARTED_REDIS="$RUN/redis-$port.pid"
+}
+
+stop_redis() {
+  # $1: the pid file ensure_redis left in STARTED_REDIS. Stops that redis-server and waits for it to exit.
+  local pidfile="$1" pid
+  [ -n "$pidfile" ] && [ -f "$pidfile" ] || return 0
+  pid="$(cat "$pidfile")"
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
 ensure_chromium() {

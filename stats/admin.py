@@ -10,6 +10,7 @@ from cpsproject.common.admin_csv import CsvExportMixin
 from partners.models import Partner
 from stats.counters.pageviews import hll_union_counts
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
+from stats.read.selectors import outermost_rows
 
 
 class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
@@ -142,10 +143,11 @@ class DailyStatAdmin(ReadOnlyAdmin):
         return response
 
     def totals(self, queryset) -> dict:
-        """Sum PV over the filtered rows; UV is the union of their HyperLogLogs when few enough, else None."""
-        sums = queryset.order_by().aggregate(
-            rows=Count("pk"), pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv")
-        )
+        """Sum PV over the outermost filtered rows, own PV over all; UV is the union of their HyperLogLogs when few
+        enough, else None."""
+        sums = queryset.order_by().aggregate(rows=Count("pk"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
+        # A parent's PV holds its children's: summing every selected level would count a view once per level.
+        sums["pv"] = outermost_rows(queryset).order_by().aggregate(pv=Sum("pv"))["pv"]
         totals = {key: value or 0 for key, value in sums.items()}
         totals["uv"] = totals["uv_self"] = None
         if 0 < totals["rows"] <= TOTAL_UV_MAX_ROWS:
@@ -161,7 +163,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
 @admin.register(BucketStat)
 class BucketStatAdmin(ReadOnlyAdmin):
     list_display = ["start", "partner", "pv", "pv_self", "bot_pv", "generation", "flushed_at"]
-    search_fields = ["partner__code"]
+    search_fields = ["partner__code", "partner__name"]
     # Not date_hierarchy: on a DateTimeField it needs MySQL's time-zone tables, which stock servers lack.
     list_filter = [("start", admin.DateFieldListFilter)]
     list_select_related = ["partner"]
@@ -189,7 +191,7 @@ class ReconcileDriftAdmin(ReadOnlyAdmin):
         "uv_drift",
     ]
     list_filter = ["date"]
-    search_fields = ["partner__code"]
+    search_fields = ["partner__code", "partner__name"]
     list_select_related = ["partner"]
     csv_fields = [
         (_("date"), "date"),

@@ -9,6 +9,8 @@ class StatsAdminSite(admin.AdminSite):
     site_header = _("CPS partner statistics")
     site_title = _("CPS statistics")
     index_title = _("Statistics dashboard")
+    # Django's "View site" would lead to /, which is no page here; the header's "Dashboard" link is the way home.
+    site_url = None
 
     def index(self, request, extra_context=None):
         """Show the dashboard, with the list of models below it: the first page every staff user sees."""

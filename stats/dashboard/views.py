@@ -9,10 +9,11 @@ import logging
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from rest_framework.exceptions import ValidationError
 
@@ -24,6 +25,7 @@ from stats.counters.pageviews import SELF, TREE
 from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.dashboard.charts import Line, bar_chart, line_chart
+from stats.dashboard.comparison import Totals, compare, previous_period
 from stats.models import DeadLetter
 from stats.read.selectors import DayNumbers, partner_days, site_days, site_uv_between, uv_between
 
@@ -32,13 +34,20 @@ logger = logging.getLogger(__name__)
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
 TOP_LIMIT = 10
+CHILD_COLOURS = 8  # children's lines take these colours in turn (admin.css: .series.c0 … .c7)
 
 
 def _error_text(exc: ValidationError) -> str:
-    detail = exc.detail
-    if isinstance(detail, dict):
-        return "; ".join(str(message) for messages_ in detail.values() for message in messages_)
-    return "; ".join(map(str, detail)) if isinstance(detail, list) else str(detail)
+    """Join the messages of ``exc``: a parameter's detail is one message or a list of them."""
+
+    def flat(detail) -> list[str]:
+        if isinstance(detail, dict):
+            return [message for value in detail.values() for message in flat(value)]
+        if isinstance(detail, list):
+            return [message for value in detail for message in flat(value)]
+        return [str(detail)]
+
+    return "; ".join(message.rstrip(".") for message in flat(exc.detail))
 
 
 def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:
@@ -122,20 +131,49 @@ def _rankings(now: dt.datetime) -> list[tuple[str, list[Ranked]]]:
     ]
 
 
+def _find_partner(request: HttpRequest, text: str) -> Partner | None:
+    """The partner whose code is ``text``, else the one whose name is or contains it; None with a message."""
+    partner = Partner.objects.filter(code=text).first() or Partner.objects.filter(name__iexact=text).first()
+    if partner is not None:
+        return partner
+    named = list(Partner.objects.filter(name__icontains=text).order_by("code")[:6])
+    if len(named) == 1:
+        return named[0]
+    if named:
+        listed = ", ".join(f"{p.code} ({p.name})" for p in named[:5]) + (", …" if len(named) > 5 else "")
+        messages.warning(
+            request,
+            _("Several partners match %(text)s: %(partners)s; showing all traffic.")
+            % {"text": text, "partners": listed},
+        )
+    else:
+        messages.warning(
+            request, _("No partner has the code or name %(text)s; showing all traffic.") % {"text": text}
+        )
+    return None
+
+
+def _partner_totals(
+    partner: Partner, start: dt.date, end: dt.date, *, scope: str, now: dt.datetime
+) -> tuple[int, int]:
+    days = partner_days(partner=partner, start=start, end=end, now=now)
+    return sum(_pick(day, scope)[0] for day in days), uv_between(partner, start, end, scope=scope)
+
+
+def _site_totals(start: dt.date, end: dt.date, *, now: dt.datetime) -> tuple[int, int | None]:
+    """The whole site's PV and UV over ``start..end``: the denominators of a partner's shares."""
+    days = site_days(start=start, end=end, now=now)
+    return sum(day.pv for day in days), site_uv_between(start=start, end=end, now=now)
+
+
 def dashboard(request: HttpRequest, *, site) -> HttpResponse:
     """Today so far, the chosen range as a chart, rankings, the last hour per minute and the pipeline's health."""
     now = timezone.now()  # one clock reading per page
     today = local_day(now)
     start, end = _date_range(request, today, DEFAULT_DAYS)
     scope = _scope(request)
-    partner = None
     code = request.GET.get("partner", "").strip()
-    if code:
-        partner = Partner.objects.filter(code=code).first()
-        if partner is None:
-            messages.warning(
-                request, _("No partner has the code %(code)s; showing all traffic.") % {"code": code}
-            )
+    partner = _find_partner(request, code) if code else None
     if partner is not None:
         days = partner_days(partner=partner, start=start, end=end, now=now)
         range_uv = uv_between(partner, start, end, scope=scope)
@@ -150,6 +188,7 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
     else:
         today_numbers = site_days(start=today, end=today, now=now)[0]
     picked = [(day, *_pick(day, scope)) for day in days]
+    range_pv = sum(pv for _d, pv, _u in picked)
     labels = [day.date.strftime("%m-%d") for day in days]
     title = _("PV and UV per day")
     chart = line_chart(
@@ -160,6 +199,17 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         ],
         title=title,
     )
+    previous = previous_period(start, end)
+    if partner is not None:
+        current_totals = Totals(range_pv, range_uv, *_site_totals(start, end, now=now))
+        previous_totals = Totals(
+            *_partner_totals(partner, *previous, scope=scope, now=now), *_site_totals(*previous, now=now)
+        )
+    else:
+        previous_days = site_days(start=previous[0], end=previous[1], now=now)
+        previous_uv = site_uv_between(start=previous[0], end=previous[1], now=now) if scope == TREE else None
+        current_totals = Totals(range_pv, range_uv)
+        previous_totals = Totals(sum(_pick(day, scope)[0] for day in previous_days), previous_uv)
     minute_end = now
     minutes = read_series(
         counter=partner_counter(partner.code) if partner else ALL_TRAFFIC,
@@ -184,7 +234,10 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "start": start,
         "end": end,
         "days": picked,
-        "range_pv": sum(pv for _d, pv, _u in picked),
+        "range_pv": range_pv,
+        "previous_start": previous[0],
+        "previous_end": previous[1],
+        "comparison": compare(current_totals, previous_totals, shares=partner is not None),
         "range_uv": range_uv,
         "chart": chart,
         "minute_chart": minute_chart,
@@ -210,7 +263,7 @@ def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
     """One partner's days with its children's side by side, a total row, and the same table as CSV."""
     partner = Partner.objects.filter(code=code).first()
     if partner is None:
-        raise Http404(_("No partner has the code %(code)s.") % {"code": code})
+        return _partner_missing(request, code, site=site)
     now = timezone.now()
     start, end = _date_range(request, local_day(now), 7)
     children = list(partner.children.order_by("code"))
@@ -230,6 +283,24 @@ def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
     }
     if request.GET.get("format") == "csv":
         return _network_csv(partner, children, rows, totals)
+    previous = previous_period(start, end)
+    comparison = compare(
+        Totals(totals["pv"], totals["uv"], *_site_totals(start, end, now=now)),
+        Totals(*_partner_totals(partner, *previous, scope=TREE, now=now), *_site_totals(*previous, now=now)),
+        shares=True,
+    )
+    labels = [day.date.strftime("%m-%d") for day in own]
+    # The partner's subtree, then each child's: a child's line shows how much of its parent's it carries.
+    lines = [Line(partner.code, [day.pv for day in own], "pv")]
+    lines += [
+        Line(child.code, [day.pv for day in days], f"c{index % CHILD_COLOURS}")
+        for index, (child, days) in enumerate(zip(children, per_child, strict=True))
+    ]
+    chart = line_chart(
+        labels=labels,
+        lines=lines,
+        title=_("PV per day of %(code)s and its children") % {"code": partner.code},
+    )
     context = {
         **site.each_context(request),
         "title": _("Partner %(code)s: %(name)s") % {"code": partner.code, "name": partner.name},
@@ -240,11 +311,28 @@ def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
         "totals": totals,
         "start": start,
         "end": end,
+        "comparison": comparison,
+        "previous_start": previous[0],
+        "previous_end": previous[1],
+        "chart": chart,
+        "chart_lines": [(line.name, line.css_class) for line in lines],
         "csv_url": f"{request.path}?{_with_format(request, 'csv')}",
         "dashboard_url": reverse("admin:index") + f"?partner={partner.code}",
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/stats/network.html", context)
+
+
+def _partner_missing(request: HttpRequest, code: str, *, site) -> HttpResponse:
+    """A 404 inside the admin's frame, with the way back: the dashboard and a search of the partners."""
+    context = {
+        **site.each_context(request),
+        "title": _("No partner has the code %(code)s") % {"code": code},
+        "code": code,
+        "search_url": reverse("admin:partners_partner_changelist") + "?" + urlencode({"q": code}),
+    }
+    request.current_app = site.name
+    return TemplateResponse(request, "admin/stats/partner_missing.html", context, status=404)
 
 
 def _with_format(request: HttpRequest, value: str) -> str:

@@ -1,28 +1,61 @@
-"""What ``scripts/demo`` loads into an empty installation."""
+"""What ``scripts/demo`` loads into an empty installation, and the live traffic it keeps flowing."""
 
 import datetime as dt
+import json
 import logging
+import random
+import secrets
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from cpsproject.common.timeutil import local_day
+from cpsproject.common.timeutil import day_bounds, local_day
 from partners.models import Partner
 from partners.services import partners_import_csv
+from stats.conf import stats_setting
 from stats.devtools.producer import write_to_file
 from stats.devtools.simulate import simulate_events
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import reconcile
 from stats.models import DailyStat
 from stats.pipeline.consumer import StopFlag, consume_file
+from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_PARTNERS = Path(settings.BASE_DIR) / "sample" / "partners.csv"
 DEMO_USER = ("demo", "demo")
 DEMO_EVENTS = 50_000
+# Live traffic of the running demo: a small shop's daytime rate (the design documents' whole site averages 250
+# events/s, a fifth of it with a partner), and a login every couple of seconds.
+LIVE_RATE = 20.0
+LIVE_LOGINS_PER_MINUTE = 30.0
+LIVE_SOURCE = "demo:live"  # where the live traffic's offsets are stored, like a Kafka topic's
+LOGIN_USERS = 3000  # user ids 1..LOGIN_USERS, so the same users come back on other days
+LOGIN_DAYS = 7  # the seeded login history: as far back as CPS_MAX_LATENESS_SECONDS lets events in
+
+
+def login_values(
+    *, count: int, start: dt.datetime, end: dt.datetime, rng: random.Random, run: str
+) -> list[bytes]:
+    """Return ``count`` login events at random moments from ``start`` to ``end``, under new event ids."""
+    span = max((end - start).total_seconds(), 1.0)
+    values = []
+    for n in range(count):
+        moment = start + dt.timedelta(seconds=rng.random() * span)
+        event = {
+            "event_id": f"demo-login-{run}-{n}",
+            "type": "login",
+            "ts": int(moment.timestamp() * 1000),
+            "user_type": rng.choice(("client", "client", "client", "office")),
+            "user_id": rng.randint(1, LOGIN_USERS),
+        }
+        values.append(json.dumps(event, separators=(",", ":")).encode())
+    return values
 
 
 def _replay(*, day: dt.date, events: int, until: dt.datetime | None):
@@ -32,6 +65,24 @@ def _replay(*, day: dt.date, events: int, until: dt.datetime | None):
     values, _ = simulate_events(events=events, day=day, users=max(events // 6, 1), until=until)
     write_to_file(path, values)
     return consume_file(path, batch_size=2000, stop=StopFlag())
+
+
+def _seed_logins(*, now: dt.datetime, per_day: int) -> str:
+    """Replay ``per_day`` logins for each of the last ``LOGIN_DAYS`` days (today up to now)."""
+    rng, run = random.Random(), secrets.token_hex(4)
+    values = []
+    for back in range(LOGIN_DAYS - 1, -1, -1):
+        day = local_day(now) - dt.timedelta(days=back)
+        start, following = day_bounds(day)
+        # Events older than the lateness limit are refused: the oldest day starts an hour after that limit.
+        oldest = now - dt.timedelta(seconds=stats_setting("MAX_LATENESS_SECONDS")) + dt.timedelta(hours=1)
+        start = max(start, oldest)
+        values += login_values(
+            count=per_day, start=start, end=min(following, now), rng=rng, run=f"{run}-{back}"
+        )
+    path = settings.RUN_DIR / f"demo-logins-{local_day(now):%Y%m%d}.jsonl"
+    write_to_file(path, values)
+    return consume_file(path, batch_size=2000, stop=StopFlag()).summary()
 
 
 def seed_demo(*, events: int = DEMO_EVENTS) -> str:
@@ -61,8 +112,61 @@ def seed_demo(*, events: int = DEMO_EVENTS) -> str:
     if not DailyStat.objects.filter(date=today).exists():
         result = _replay(day=today, events=events, until=now)
         flush(include_open=True)
-        traffic = result.summary()
+        traffic = f"{result.summary()}; logins: {_seed_logins(now=now, per_day=max(events // 50, 1))}"
     return (
         f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser {DEMO_USER[0]}/{DEMO_USER[1]}; "
         f"yesterday's traffic: {earlier}; today's traffic: {traffic}"
     )
+
+
+def live_traffic(
+    *,
+    rate: float = LIVE_RATE,
+    logins_per_minute: float = LIVE_LOGINS_PER_MINUTE,
+    bot_share: float = 0.02,
+    stop: StopFlag,
+    ticks: int | None = None,
+    tick_seconds: float = 1.0,
+    clock: Callable[[], dt.datetime] = timezone.now,
+) -> BatchResult:
+    """Count page views and logins as they happen, one batch per tick, until ``stop`` (or ``ticks`` ticks).
+
+    Each tick holds ``rate * tick_seconds`` page views with timestamps over the tick just ended, drawn as
+    ``simulate`` draws them, and on average ``logins_per_minute / 60 * tick_seconds`` logins. They go through
+    the pipeline as a consumer counts them (archive, counters, series, rankings, login bitmaps), from the
+    source ``LIVE_SOURCE`` whose offset is stored with the counters.
+    """
+    group, directory, total = settings.KAFKA_GROUP_ID, PartnerDirectory(), BatchResult()
+    offset = stored_offsets(group=group, source=LIVE_SOURCE).get(0, 0)
+    rng, run = random.Random(), secrets.token_hex(4)
+    views_per_tick = max(round(rate * tick_seconds), 1)
+    carried_logins = 0.0
+    tick = 0
+    while not stop.is_set() and (ticks is None or tick < ticks):
+        began = time.monotonic()
+        now = clock()
+        values, _truth = simulate_events(
+            events=views_per_tick,
+            day=local_day(now),
+            users=max(DEMO_EVENTS // 6, 1),
+            rate=views_per_tick / tick_seconds,
+            until=now,
+            bad_share=0,
+            bot_share=bot_share,
+        )
+        carried_logins += logins_per_minute / 60 * tick_seconds
+        logins, carried_logins = int(carried_logins), carried_logins - int(carried_logins)
+        values += login_values(
+            count=logins,
+            start=now - dt.timedelta(seconds=tick_seconds),
+            end=now,
+            rng=rng,
+            run=f"{run}-{tick}",
+        )
+        messages = [Message(LIVE_SOURCE, 0, offset + n, value) for n, value in enumerate(values)]
+        total.add(process_batch(messages, group=group, directory=directory, now=now))
+        offset += len(messages)
+        tick += 1
+        if ticks is None or tick < ticks:
+            time.sleep(max(tick_seconds - (time.monotonic() - began), 0))
+    return total

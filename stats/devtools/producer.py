@@ -5,12 +5,42 @@ from pathlib import Path
 
 from django.conf import settings
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+# kafka-python keeps trying to bootstrap for 30 s by default: a mistyped address should fail while one waits.
+BOOTSTRAP_TIMEOUT_SECONDS = 5
 
 
-def send_to_kafka(values: list[bytes], *, progress: Callable[[int], None] | None = None) -> None:
-    producer = KafkaProducer(
-        bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS, linger_ms=20, batch_size=256 * 1024, acks=1
-    )
+class BrokerUnavailable(Exception):
+    """No broker of ``KAFKA_BOOTSTRAP_SERVERS`` answered."""
+
+
+def kafka_producer() -> KafkaProducer:
+    """Return a producer connected to ``KAFKA_BOOTSTRAP_SERVERS``; raise ``BrokerUnavailable`` within seconds."""
+    servers = settings.KAFKA_BOOTSTRAP_SERVERS
+    try:
+        return KafkaProducer(
+            bootstrap_servers=servers,
+            linger_ms=20,
+            batch_size=256 * 1024,
+            acks=1,
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_SECONDS * 1000,
+        )
+    except KafkaError as exc:
+        raise BrokerUnavailable(
+            f"no Kafka broker answered at {servers} (KAFKA_BOOTSTRAP_SERVERS) within "
+            f"{BOOTSTRAP_TIMEOUT_SECONDS} s; nothing was sent"
+        ) from exc
+
+
+def send_to_kafka(
+    values: list[bytes],
+    *,
+    producer: KafkaProducer | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Send ``values`` to ``KAFKA_TOPIC`` and wait until the broker has them; close the producer."""
+    producer = producer or kafka_producer()
     for n, value in enumerate(values, 1):
         producer.send(settings.KAFKA_TOPIC, value=value)
         if progress and n % 100_000 == 0:

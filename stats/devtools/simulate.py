@@ -4,6 +4,7 @@ import datetime as dt
 import json
 import logging
 import random
+import secrets
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ def simulate_events(
     bot_share: float = 0.02,
     bad_share: float = 0.01,
     unattributed_share: float = 0.1,
-    seed: int = 7,
+    seed: int | None = None,
     until: dt.datetime | None = None,
     rate: float | None = None,
     progress: Callable[[int], None] | None = None,
@@ -77,9 +78,13 @@ def simulate_events(
     Timestamps are drawn at random over the span; with ``rate`` they rise instead at ``rate`` events per
     second of event time, the last one at ``until`` (live traffic, whatever ``day`` says).
 
-    Partners are drawn Zipf-like (the first partners get most traffic); users from a pool of ``users``.
+    Partners are drawn Zipf-like (the first partners get most traffic); users from a pool of ``users``. A
+    ``seed`` makes the values (event ids included) the same on every run; without one, no two runs share an id.
     """
-    rng = random.Random(seed)
+    # Without a seed every run draws other traffic under other event ids: the archive keeps one event per id,
+    # so a second run reusing the ids would be counted live, then dropped by reconcile as duplicates.
+    run = f"{seed}" if seed is not None else f"r{secrets.token_hex(6)}"
+    rng = random.Random(seed if seed is not None else run)
     lineages = [lin for lin in partner_lineages().values() if lin.is_active]
     lineages.sort(key=lambda lin: lin.code)
     if partners:
@@ -110,7 +115,7 @@ def simulate_events(
         bot = rng.random() < bot_share
         truth.add_view(lineage, openid, bot=bot)
         event = {
-            "event_id": f"sim-{seed}-{day:%Y%m%d}-{n}",
+            "event_id": f"sim-{run}-{day:%Y%m%d}-{n}",
             "type": "pv",
             "ts": int(ts.timestamp() * 1000) if n % 2 else ts.isoformat(timespec="milliseconds"),
             "openid": openid,

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from cpsproject.common.locks import JobLock, LockBusy, job_lock
-from cpsproject.common.timeutil import local_day
+from cpsproject.common.timeutil import business_tz, local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
 from stats import keys
@@ -71,7 +71,22 @@ def _forget_final_days() -> None:
 
 
 class ReconcileRefused(Exception):
-    """The day cannot be recounted: its raw events are gone."""
+    """The day cannot be recounted: its raw events are gone, or it has not ended yet."""
+
+
+def reconcile_closed_day(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:
+    """Recount ``day`` as ``reconcile`` does, refusing a day that has not ended in the business time zone.
+
+    A reconciled day is final: flush stops writing it. Today's (or a future day's) later events would then stay
+    in Redis buckets the pages no longer read, so its numbers would freeze while traffic goes on.
+    """
+    now = now or timezone.now()
+    if day >= (today := local_day(now)):
+        raise ReconcileRefused(
+            f"cannot reconcile {day}: the day has not ended yet (today is {today} in "
+            f"{business_tz().key}); reconcile it from 00:00 tomorrow"
+        )
+    return reconcile(day=day, now=now)
 
 
 def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:

@@ -19,6 +19,7 @@ from cpsproject.common.timeutil import day_bounds
 from stats import keys
 from stats.models import DeadLetter, ReconcileDrift
 from stats.pipeline.ingest import stored_offsets
+from stats.read.selectors import outermost_rows
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class PartitionLag:
 @dataclass(frozen=True)
 class Drift:
     date: dt.date
-    pv_drift: int  # exact minus realtime, summed over the day's partner rows
+    pv_drift: int  # exact minus realtime, summed over the day's root partners and the no-partner traffic
     uv_drift: int
 
 
@@ -128,11 +129,13 @@ def dead_letters_counted() -> dict[str, int]:
 
 
 def last_reconcile_drift() -> Drift | None:
-    """Return the drift of the latest reconciled date, summed over its partner rows, or None."""
+    """Return the drift of the latest reconciled date, summed over its root partners' rows, or None."""
     latest = ReconcileDrift.objects.aggregate(latest=Max("date"))["latest"]
     if latest is None:
         return None
-    sums = ReconcileDrift.objects.filter(date=latest).aggregate(
+    # Each row's figures cover the partner's subtree: the roots (and the traffic with no partner) hold every
+    # event once, where a sum over all rows counts an event once per level.
+    sums = outermost_rows(ReconcileDrift.objects.filter(date=latest)).aggregate(
         pv=Sum(F("exact_pv") - F("realtime_pv")), uv=Sum(F("exact_uv") - F("realtime_uv"))
     )
     return Drift(date=latest, pv_drift=sums["pv"] or 0, uv_drift=sums["uv"] or 0)

@@ -13,6 +13,8 @@ from typing import NamedTuple
 import orjson
 from django.conf import settings
 from django.db import connection
+from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models.lookups import StartsWith
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -440,3 +442,19 @@ def site_uv_between(
         for code in codes
     ]
     return hll_union_counts(get_redis_connection("default"), [(blobs, sources)])[0]
+
+
+def outermost_rows(queryset: QuerySet) -> QuerySet:
+    """Return the rows of ``queryset`` whose partner has no ancestor among its rows of the same date.
+
+    ``queryset`` holds partner-day rows (``DailyStat``, ``ReconcileDrift``). A subtree figure (``pv``) already
+    holds its descendants' traffic, so a sum over these rows counts each event once, where a sum over every
+    row counts an event once per level above it. Traffic with no partner is always outermost.
+    """
+    ancestors = (
+        queryset.order_by()
+        .filter(date=OuterRef("date"), partner__isnull=False)
+        .exclude(partner_id=OuterRef("partner_id"))
+        .filter(StartsWith(OuterRef("partner__path"), F("partner__path")))
+    )
+    return queryset.filter(~Exists(ancestors))

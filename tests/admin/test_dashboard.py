@@ -1,6 +1,7 @@
 """The dashboard (the admin index) and the partner page show the numbers the inputs imply."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -16,6 +17,11 @@ def text_of(html: str, element_id: str) -> str:
     match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html)
     assert match, f"no element #{element_id}"
     return match.group(1).strip()
+
+
+def page_messages(html: str) -> list[str]:
+    """The texts of the admin's messages, as a reader sees them."""
+    return [unescape(text).strip() for text in re.findall(r'<li class="[a-z]+">(.*?)</li>', html, re.S)]
 
 
 def day_row(html: str, table_id: str, day: str) -> list[str]:
@@ -69,11 +75,22 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
     response = boss.get("/admin/", {"start": "2026-02-30", "partner": "NOPE", "scope": "x"})
     assert response.status_code == 200
     html = response.content.decode()
-    assert "The date range was not understood" in html
-    assert "No partner has the code NOPE" in html
-    assert "Scope must be" in html
+    assert page_messages(html) == [
+        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-02-30'); "
+        "showing 2026-10-24 to 2026-11-22 instead.",
+        "Scope must be “tree” or “self”; showing the subtree.",
+        "No partner has the code or name NOPE; showing all traffic.",
+    ]
     assert text_of(html, "today-pv") == "3"  # the defaults: all traffic, the last 30 days
     assert boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).status_code == 200
+
+
+def test_a_bad_date_is_one_readable_sentence_naming_the_parameter(boss, two_days):
+    html = boss.get("/admin/?start=2026-13-01&end=yesterday").content.decode()
+    assert page_messages(html) == [
+        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-13-01'); "
+        "showing 2026-10-24 to 2026-11-22 instead."
+    ]
 
 
 def test_partner_page_puts_children_side_by_side_with_a_union_total(boss, two_days):
@@ -99,8 +116,96 @@ def test_partner_page_csv_holds_the_same_table(boss, two_days):
     ]
 
 
-def test_partner_page_of_an_unknown_code_is_404(boss, two_days):
-    assert boss.get("/admin/network/NOPE/").status_code == 404
+def test_partner_page_of_an_unknown_code_is_404_inside_the_admin_with_a_way_back(boss, two_days):
+    response = boss.get("/admin/network/NOPE/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert unescape(text_of(html, "partner-missing")) == (
+        "No partner has the code NOPE. It may have been mistyped, or the link is out of date."
+    )
+    assert 'id="back-to-dashboard"' in html and 'href="/admin/"' in html
+    assert 'href="/admin/partners/partner/?q=NOPE" id="search-partners"' in html
+    assert 'id="user-tools"' in html  # the admin's header and navigation are there
+
+
+def comparison(html: str) -> dict[str, list[str]]:
+    """The comparison table: each figure's key to its this-period, previous, change and change-% texts."""
+    table = html[
+        html.index('id="comparison-table"') : html.index("</table>", html.index('id="comparison-table"'))
+    ]
+    rows = re.findall(r'<tr data-key="(\w+)">(.*?)</tr>', table, re.S)
+    return {
+        key: [unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]
+        for key, cells in rows
+    }
+
+
+def test_dashboard_compares_the_range_with_as_many_days_just_before(boss, two_days):
+    html = boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-22"}).content.decode()
+    # Today 3 views by u1 u5; yesterday 9 views by u1 u2 u3 u4 u9.
+    assert comparison(html) == {"pv": ["3", "9", "−6", "−66.7%"], "uv": ["2", "5", "−3", "−60.0%"]}
+    assert (
+        "11/22/2026 – 11/22/2026 against the same number of days just before it, 11/21/2026 – 11/21/2026."
+        in html
+    )
+    two_days_range = boss.get("/admin/", {"start": "2026-11-21", "end": "2026-11-22"}).content.decode()
+    # Nothing on Nov 19-20: a change from 0 has no percentage.
+    assert comparison(two_days_range) == {"pv": ["12", "0", "+12", "—"], "uv": ["6", "0", "+6", "—"]}
+
+
+def test_dashboard_compares_a_partners_numbers_and_its_share_of_all_traffic(boss, two_days):
+    html = boss.get("/admin/", {"partner": "A", "start": "2026-11-22", "end": "2026-11-22"}).content.decode()
+    # A today: 2 views (u1 u5) of the site's 3 (u1 u5); yesterday 6 views (u1..u4) of 9 (u1 u2 u3 u4 u9).
+    assert comparison(html) == {
+        "pv": ["2", "6", "−4", "−66.7%"],
+        "uv": ["2", "4", "−2", "−50.0%"],
+        "pv_share": ["66.7%", "66.7%", "0.0 pp", "0.0%"],
+        "uv_share": ["100.0%", "80.0%", "+20.0 pp", "+25.0%"],
+    }
+
+
+def test_partner_page_compares_with_the_previous_period_and_charts_the_partner_and_its_children(
+    boss, two_days
+):
+    html = boss.get("/admin/network/A/", {"start": "2026-11-22", "end": "2026-11-22"}).content.decode()
+    assert comparison(html)["pv"] == ["2", "6", "−4", "−66.7%"]
+    assert comparison(html)["uv_share"] == ["100.0%", "80.0%", "+20.0 pp", "+25.0%"]
+    week = boss.get("/admin/network/A/", {"start": "2026-11-21", "end": "2026-11-22"}).content.decode()
+    chart = week[week.index('id="network-chart"') :]
+    chart = chart[: chart.index("</svg>")]
+    series = {
+        name: re.findall(r'data-label="([^"]+)" data-value="(\d+)"', points)
+        for name, points in re.findall(r'data-series="(\w+)">(.*?)</g>', chart, re.S)
+    }
+    assert series == {
+        "A": [("11-21", "6"), ("11-22", "2")],
+        "A1": [("11-21", "6"), ("11-22", "2")],
+        "A2": [("11-21", "0"), ("11-22", "0")],
+    }
+
+
+@pytest.mark.parametrize(
+    ("typed", "subject"),
+    [("Partner A1a", "A1a · Partner A1a"), ("partner a1a", "A1a · Partner A1a"), ("1a", "A1a · Partner A1a")],
+)
+def test_the_dashboard_finds_a_partner_by_its_name(boss, two_days, typed, subject):
+    html = boss.get("/admin/", {"partner": typed}).content.decode()
+    assert page_messages(html) == []
+    assert (
+        re.sub(r"\s+", " ", re.search(r'class="cps-subject">(.*?)</h2>', html, re.S).group(1)).strip()
+        == subject
+    )
+    assert text_of(html, "today-pv") == "0" and text_of(html, "range-pv") == "2"
+
+
+def test_a_name_matching_several_partners_lists_them(boss, two_days):
+    html = boss.get("/admin/", {"partner": "partner a"}).content.decode()  # Partner A's name: that one
+    assert re.search(r'class="cps-subject">\s*A · Partner A\s*<', html)
+    html = boss.get("/admin/", {"partner": "Partner"}).content.decode()
+    assert page_messages(html) == [
+        "Several partners match Partner: A (Partner A), A1 (Partner A1), A1a (Partner A1a), "
+        "A2 (Partner A2), B (Partner B); showing all traffic."
+    ]
 
 
 def test_pages_link_to_each_other(boss, two_days):

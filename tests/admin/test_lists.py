@@ -20,8 +20,9 @@ def totals(html: str) -> dict[str, str]:
 def test_totals_row_sums_pv_and_merges_uv_of_the_filtered_days(boss, two_days):
     html = boss.get(DAILY, {"date__gte": "2026-11-21", "date__lte": "2026-11-21"}).content.decode()
     assert len(result_rows(html, "pv")) == 5  # A, A1, A1a, B and the traffic with no partner
-    # PV 6 + 6 + 2 + 1 + 2; own PV 0 + 4 + 2 + 1 + 2; UV: u1 u2 u3 u4 u9 whoever counted them.
-    assert totals(html) == {"pv": "17", "uv": "5", "pv_self": "9", "uv_self": "5", "bot_pv": "0"}
+    # PV of the roots A 6, B 1 and no partner 2 (A1's 6 and A1a's 2 are inside A's 6, not beside it);
+    # own PV 0 + 4 + 2 + 1 + 2; UV: u1 u2 u3 u4 u9 whoever counted them.
+    assert totals(html) == {"pv": "9", "uv": "5", "pv_self": "9", "uv_self": "5", "bot_pv": "0"}
     assert "Total of the 5 filtered rows" in html
 
 
@@ -31,6 +32,10 @@ def test_totals_row_follows_level_parent_and_search(boss, two_days):
     assert totals(level2)["pv"] == "6" and totals(level2)["uv"] == "4"
     children_of_a = boss.get(DAILY, {"parent": "A"}).content.decode()
     assert totals(children_of_a)["pv"] == "6"
+    # A1 and its child A1a: A1's 6 holds A1a's 2.
+    a1_and_child = boss.get(DAILY, {"q": "A1", "date__gte": "2026-11-21", "date__lte": "2026-11-21"})
+    assert sorted(result_rows(a1_and_child.content.decode(), "pv")) == [("2",), ("6",)]
+    assert totals(a1_and_child.content.decode())["pv"] == "6"
     searched = boss.get(DAILY, {"q": "A1a"}).content.decode()
     assert totals(searched) == {"pv": "2", "uv": "1", "pv_self": "2", "uv_self": "1", "bot_pv": "0"}
     reconciled = boss.get(DAILY, {"reconciled": "no"}).content.decode()
@@ -124,3 +129,49 @@ def test_daily_csv_of_many_rows_reads_them_in_bounded_chunks(boss, settings):
     reads = [q["sql"] for q in queries.captured_queries if "stats_dailystat" in q["sql"]]
     assert len(reads) == 3  # 2,000 + 2,000 + 1,000 rows
     assert all("LIMIT 2000" in sql for sql in reads)
+
+
+def test_daily_csv_lists_the_rows_in_the_order_of_the_list_on_screen(boss, two_days):
+    for params in ({}, {"o": "2"}, {"o": "-2.1"}, {"o": "1"}, {"o": "-7"}):
+        screen = [pv for (pv,) in result_rows(boss.get(DAILY, params).content.decode(), "pv")]
+        lines = csv_of(boss, DAILY + "export.csv", params)
+        assert [line.split(",")[4] for line in lines[1:]] == screen, params
+    # Sorted by PV, highest first: A and A1 (6 each; the newer row first), then A1a and no partner (2), B (1).
+    by_pv = csv_of(boss, DAILY + "export.csv", {"o": "-2"})  # list_display[2]: PV
+    assert [line.split(",")[4] for line in by_pv[1:]] == ["6", "6", "2", "2", "1"]
+
+
+def test_csv_chunks_follow_an_ordering_with_ties_across_chunk_boundaries(boss):
+    """2,300 rows sorted by PV with 23 rows per PV value: the 2,000-row chunk ends inside a tie."""
+    import datetime as dt
+
+    from stats.models import DailyStat
+    from tests.factories import create_partner
+
+    partners = [create_partner(f"P{n:03d}") for n in range(23)]
+    first = dt.date(2026, 1, 1)
+    DailyStat.objects.bulk_create(
+        [
+            DailyStat(partner=p, date=first + dt.timedelta(days=d), pv=(d * 7) % 100 + 1, uv=1)
+            for d in range(100)
+            for p in partners
+        ]
+    )
+    rows = sorted(
+        DailyStat.objects.values_list("pk", "date", "partner__code", "pv"), key=lambda r: (-r[3], -r[0])
+    )
+    expected = [f"{day.isoformat()},{code},{pv}" for _pk, day, code, pv in rows]
+    lines = csv_of(boss, DAILY + "export.csv", {"o": "-2"})
+    assert [",".join(line.split(",")[:2] + [line.split(",")[4]]) for line in lines[1:]] == expected
+
+
+@pytest.mark.parametrize("ordering", ["partner__code", "-partner__code", "-reconciled_at", "reconciled_at"])
+def test_keyset_chunks_give_the_rows_one_query_gives_nulls_included(two_days, ordering):
+    from cpsproject.common.admin_csv import keyset_rows
+    from stats.models import DailyStat
+
+    DailyStat.objects.filter(partner__code="B").update(reconciled_at=None)
+    queryset = DailyStat.objects.order_by(ordering, "pk")
+    assert list(keyset_rows(queryset, ["partner__code", "pv"], chunk=2)) == list(
+        queryset.values_list("partner__code", "pv")
+    )

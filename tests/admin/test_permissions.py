@@ -66,3 +66,10 @@ def test_people_who_are_not_staff_are_sent_to_the_login_page(client, django_user
     for url in ["/admin/", "/admin/network/A/", "/admin/stats/dailystat/export.csv"]:
         response = client.get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
+
+
+def test_the_header_links_to_the_dashboard_and_not_to_a_missing_site(admin_client):
+    html = admin_client.get("/admin/stats/dailystat/").content.decode()
+    assert '<a href="/admin/">Dashboard</a>' in html
+    assert "View site" not in html
+    assert admin_client.get("/").status_code == 404  # the page "View site" used to lead to

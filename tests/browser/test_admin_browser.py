@@ -1,11 +1,13 @@
 """The admin in a real browser (Debian's chromium driven by Playwright) on the demo dataset.
 
-A staff user logs in, lands on the dashboard, opens the partner page and the daily list, and finds on each the
-numbers the API gives for the same partner and day; switches to Chinese; downloads a CSV. Screenshots go to
+A staff user logs in, lands on the dashboard, finds a partner by its name, opens the partner page and the daily
+list, and finds on each the numbers the API gives for the same partner and day (the comparison with yesterday
+and the partner chart included); switches to Chinese; downloads a CSV; finds a partner by name again in Chinese. Screenshots go to
 ``.run/screenshots/`` for a person to look at.
 """
 
 import csv
+import datetime as dt
 import io
 import os
 import shutil
@@ -25,7 +27,8 @@ from tests.factories import feed
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
 
 CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(settings.RUN_DIR) / "screenshots"
+# CPS_SCREENSHOTS puts them elsewhere (several checkouts running the test at once).
+SCREENSHOTS = Path(os.environ.get("CPS_SCREENSHOTS") or Path(settings.RUN_DIR) / "screenshots")
 PARTNER = "P001"
 
 
@@ -51,18 +54,21 @@ def number(text: str) -> int:
     return int(text.strip().replace(",", "").replace("\u00a0", "").replace(" ", ""))
 
 
-def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server):
+def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server, settings, tmp_path):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    settings.RUN_DIR = tmp_path  # the demo's replay files: not shared with a test running beside this one
     seed_demo(events=3000)
     # A dead letter whose payload has no place to break: it must wrap, not widen the page.
     feed([b"{" + b"A" * 5000], now=timezone.now())
     letter = DeadLetter.objects.filter(reason="not_json").order_by("-pk").first().pk
-    today = local_day(timezone.now()).isoformat()
+    today = local_day(timezone.now())
     with chromium() as browser:
-        check_pages(browser, live_server.url, today, letter)
+        check_pages(
+            browser, live_server.url, today.isoformat(), (today - dt.timedelta(days=1)).isoformat(), letter
+        )
 
 
-def check_pages(browser, base: str, today: str, letter: int) -> None:
+def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> None:
     context = browser.new_context(
         locale="en-US", accept_downloads=True, viewport={"width": 1280, "height": 900}
     )
@@ -82,10 +88,21 @@ def check_pages(browser, base: str, today: str, letter: int) -> None:
     day = api.json()["days"][0]
     assert day["pv"] > 0
 
-    page.goto(f"{base}/admin/?partner={PARTNER}&start={today}&end={today}")
+    before = api_day(page, base, yesterday)
+    partner = page.request.get(f"{base}/api/v1/partners/{PARTNER}/").json()
+    children = page.request.get(f"{base}/api/v1/partners/?parent={PARTNER}").json()["results"]
+
+    # Found by its name, as staff remember it: the same numbers as by its code.
+    page.goto(f"{base}/admin/?start={today}&end={today}")
+    page.fill("input[name=partner]", partner["name"].lower())
+    with page.expect_navigation():
+        page.click("#dashboard-filters button[type=submit]")
+    assert page.inner_text(".cps-subject").split() == [PARTNER, "·", *partner["name"].split()]
     assert number(page.inner_text("#today-pv")) == day["pv"]
     assert number(page.inner_text("#today-uv")) == day["uv"]
     assert page.locator("svg.cps-chart").count() == 2
+    # Today against yesterday, as the API counts both.
+    check_comparison(page, day, before)
     page.screenshot(path=SCREENSHOTS / "2-dashboard-partner.png", full_page=True)
 
     page.click("#partner-page-link")
@@ -93,7 +110,38 @@ def check_pages(browser, base: str, today: str, letter: int) -> None:
     assert number(row.locator("td.pv").inner_text()) == day["pv"]
     assert number(row.locator("td.uv").inner_text()) == day["uv"]
     assert number(row.locator("td.pv_self").inner_text()) == day["pv_self"]
+    check_comparison(page, day, before)
+    # The chart: the partner and each child, one line each, today's point holding the API's PV.
+    chart = page.locator("#network-chart svg.cps-chart")
+    assert chart.locator("g.series").evaluate_all("gs => gs.map(g => g.dataset.series)") == [
+        PARTNER,
+        *sorted(child["code"] for child in children),
+    ]
+    label = today[5:]  # MM-DD
+    point = chart.locator(f'g[data-series="{PARTNER}"] circle[data-label="{label}"]')
+    assert int(point.get_attribute("data-value")) == day["pv"]
+    for child in children:
+        child_day = api_day(page, base, today, child["code"])
+        point = chart.locator(f'g[data-series="{child["code"]}"] circle[data-label="{label}"]')
+        assert int(point.get_attribute("data-value")) == child_day["pv"]
+    assert chart.bounding_box()["height"] > 150  # drawn, not collapsed
     page.screenshot(path=SCREENSHOTS / "3-partner-page.png", full_page=True)
+
+    # A mistyped partner page: a 404 inside the admin, whose link leads back to the dashboard.
+    missing = page.goto(f"{base}/admin/network/P00l/")
+    assert missing.status == 404
+    assert "No partner has the code P00l." in page.inner_text("#partner-missing")
+    page.screenshot(path=SCREENSHOTS / "3a-partner-missing.png", full_page=True)
+    page.click("#back-to-dashboard")
+    page.wait_for_selector("#today-pv")
+
+    # Delete explains that partners are deactivated, and offers that instead.
+    page.goto(f"{base}/admin/partners/partner/?q={PARTNER}")
+    page.click(f'#result_list a:text-is("{PARTNER}")')
+    page.click("a.deletelink")
+    assert page.inner_text("#not-deleted").startswith("Partners are deactivated, not deleted")
+    assert page.locator("#deactivate").get_attribute("value") == f"Deactivate {PARTNER}"
+    page.screenshot(path=SCREENSHOTS / "3b-partner-deactivate.png", full_page=True)
 
     page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={PARTNER}")
     row = page.locator("#result_list tbody tr", has=page.locator("td.field-partner", has_text=f"{PARTNER} ("))
@@ -130,4 +178,41 @@ def check_pages(browser, base: str, today: str, letter: int) -> None:
     assert "统计看板" in page.content()
     assert "今日 PV" in page.inner_text("#today")
     page.screenshot(path=SCREENSHOTS / "8-dashboard-zh.png", full_page=True)
+
+    # In Chinese too: a partner found by part of its name, the comparison and the partner chart.
+    page.goto(f"{base}/admin/?start={today}&end={today}")
+    page.fill("input[name=partner]", partner["name"].split()[-1])  # "Group": one partner's name holds it
+    with page.expect_navigation():
+        page.click("#dashboard-filters button[type=submit]")
+    assert page.inner_text(".cps-subject").split()[0] == PARTNER
+    assert "与上一周期对比" in page.inner_text("#comparison")
+    assert [th.strip() for th in page.locator("#comparison-table tbody th").all_inner_texts()] == [
+        "PV",
+        "UV",
+        "占全部 PV 的比例",
+        "占全部 UV 的比例",
+    ]
+    check_comparison(page, day, before)
+    page.screenshot(path=SCREENSHOTS / "9-dashboard-partner-zh.png", full_page=True)
+    page.click("#partner-page-link")
+    assert f"{PARTNER} 及其下级导流商每日 PV" in page.inner_text("#network-chart h2")
+    page.screenshot(path=SCREENSHOTS / "10-partner-page-zh.png", full_page=True)
     context.close()
+
+
+def api_day(page, base: str, day: str, code: str = PARTNER) -> dict:
+    response = page.request.get(f"{base}/api/v1/partners/{code}/stats/?start={day}&end={day}")
+    assert response.ok, response.text()
+    return response.json()["days"][0]
+
+
+def check_comparison(page, day: dict, before: dict) -> None:
+    """The comparison table's PV and UV rows: today against yesterday as the API gives them."""
+    for key in ("pv", "uv"):
+        row = page.locator(f'#comparison-table tr[data-key="{key}"]')
+        assert number(row.locator("td.current").inner_text()) == day[key]
+        assert number(row.locator("td.previous").inner_text()) == before[key]
+        delta = row.locator("td.delta").inner_text().replace("−", "-").replace("+", "")
+        assert number(delta) == day[key] - before[key]
+        expected = f"{100 * (day[key] - before[key]) / before[key]:+.1f}%" if before[key] else "—"
+        assert row.locator("td.percent").inner_text().replace("−", "-") == expected

@@ -1,5 +1,6 @@
 """MySQL down during a flush, Redis restarted without persistence: what is kept, what is lost, how it comes back."""
 
+import datetime as dt
 import logging
 
 import pytest
@@ -97,10 +98,10 @@ def test_redis_restarted_without_persistence_loses_unflushed_counts_and_reconcil
     kafka_settings, tmp_path
 ):
     create_tree()
-    now = timezone.now()
-    day = local_day(now)
-    first, first_truth = simulate_events(events=3000, day=day, users=300, until=now, seed=41, bad_share=0)
-    second, second_truth = simulate_events(events=2000, day=day, users=300, until=now, seed=42, bad_share=0)
+    # Yesterday: reconcile refuses a day that has not ended.
+    day = local_day(timezone.now()) - dt.timedelta(days=1)
+    first, first_truth = simulate_events(events=3000, day=day, users=300, seed=41, bad_share=0)
+    second, second_truth = simulate_events(events=2000, day=day, users=300, seed=42, bad_share=0)
     redis = PrivateRedis(tmp_path)
     children = Children(kafka_settings, tmp_path)
     env = {"REDIS_URL": redis.url}

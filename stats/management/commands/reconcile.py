@@ -3,7 +3,7 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 
 from cpsproject.common.locks import command_errors
-from stats.jobs.reconcile import ReconcileRefused, default_reconcile_day, reconcile
+from stats.jobs.reconcile import ReconcileRefused, default_reconcile_day, reconcile_closed_day
 
 
 class Command(BaseCommand):
@@ -19,6 +19,6 @@ class Command(BaseCommand):
             raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
         with command_errors():
             try:
-                self.stdout.write(reconcile(day=day).summary())
+                self.stdout.write(reconcile_closed_day(day=day).summary())
             except ReconcileRefused as exc:
                 raise CommandError(str(exc)) from exc

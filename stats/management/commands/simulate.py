@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
-from stats.devtools.producer import send_to_kafka, write_to_file
+from stats.devtools.producer import BrokerUnavailable, kafka_producer, send_to_kafka, write_to_file
 from stats.devtools.simulate import simulate_events
 
 
@@ -18,7 +18,11 @@ class Command(BaseCommand):
         parser.add_argument("--users", type=int, default=1000, help="size of the openid pool")
         parser.add_argument("--date", help="YYYY-MM-DD business day (default: today, up to now)")
         parser.add_argument("--to", default="kafka", help="kafka (default) or file:PATH")
-        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--seed",
+            type=int,
+            help="repeat a run exactly, event ids included (default: new traffic and new ids)",
+        )
         parser.add_argument(
             "--rate",
             type=float,
@@ -34,7 +38,7 @@ class Command(BaseCommand):
         users: int,
         date,
         to: str,
-        seed: int,
+        seed: int | None,
         rate: float | None,
         **options,
     ) -> None:
@@ -47,6 +51,14 @@ class Command(BaseCommand):
             day = dt.date.fromisoformat(date) if date else local_day(now)
         except ValueError as exc:
             raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
+
+        if to != "kafka" and not to.startswith("file:"):
+            raise CommandError(f"--to must be kafka or file:PATH, not {to!r}")
+        try:
+            # Before generating: a million events take a while, and an unreachable broker should fail at once.
+            producer = kafka_producer() if to == "kafka" else None
+        except BrokerUnavailable as exc:
+            raise CommandError(str(exc)) from exc
 
         def progress(done: int) -> None:
             self.stderr.write(f"generated {done}/{events} events")
@@ -61,12 +73,14 @@ class Command(BaseCommand):
             rate=rate,
             progress=progress,
         )
-        if to == "kafka":
-            send_to_kafka(values, progress=lambda n: self.stderr.write(f"sent {n}/{len(values)} to Kafka"))
-        elif to.startswith("file:"):
-            write_to_file(Path(to.removeprefix("file:")), values)
+        if producer is not None:
+            send_to_kafka(
+                values,
+                producer=producer,
+                progress=lambda n: self.stderr.write(f"sent {n}/{len(values)} to Kafka"),
+            )
         else:
-            raise CommandError(f"--to must be kafka or file:PATH, not {to!r}")
+            write_to_file(Path(to.removeprefix("file:")), values)
         for line in truth.table():
             self.stdout.write(line)
         self.stdout.write(f"{len(values)} events ({truth.bad} bad, {sum(truth.bot_pv.values())} bot) to {to}")

@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from cpsproject.common.locks import LockBusy, job_lock
 from stats.jobs import reconcile as reconcile_job
@@ -140,3 +140,20 @@ def test_users_are_told_apart_byte_for_byte_and_bots_do_not_split_them():
     assert (daily("A1", DAY).uv, daily("A1", DAY).uv_self, daily("A1a", DAY).uv) == (3, 1, 2)
     assert (daily("A2", DAY).pv, daily("A2", DAY).uv, daily("A2", DAY).bot_pv) == (1, 1, 1)
     assert (daily("B", DAY).pv, daily("B", DAY).uv) == (1, 0)
+
+
+@pytest.mark.time_machine("2027-01-01T00:30:00+08:00", tick=False)
+@pytest.mark.parametrize("day", ["2027-01-01", "2027-01-02"], ids=["today", "tomorrow"])
+def test_the_reconcile_command_refuses_a_day_that_has_not_ended_with_one_line(day):
+    create_tree()
+    feed([pv_event(at("2027-01-01 00:10"), "A1a", "u1")], now=at("2027-01-01 00:10"))
+    flush(include_open=True, now=at("2027-01-01 00:20"))
+    with pytest.raises(CommandError) as refused:
+        call_command("reconcile", "--date", day)
+    assert str(refused.value) == (
+        f"cannot reconcile {day}: the day has not ended yet (today is 2027-01-01 in Asia/Shanghai); "
+        "reconcile it from 00:00 tomorrow"
+    )
+    # Today stays realtime: flush goes on writing it.
+    assert (daily("A", dt.date(2027, 1, 1)).pv, daily("A", dt.date(2027, 1, 1)).reconciled_at) == (1, None)
+    assert not ReconcileDrift.objects.exists()

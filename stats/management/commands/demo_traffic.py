@@ -1,0 +1,24 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from stats.devtools.demo import LIVE_LOGINS_PER_MINUTE, LIVE_RATE, live_traffic
+from stats.pipeline.consumer import StopFlag
+
+
+class Command(BaseCommand):
+    help = "Count a trickle of live page views and logins, one batch a second, until stopped (scripts/demo)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--rate", type=float, default=LIVE_RATE, help="page views per second")
+        parser.add_argument("--logins-per-minute", type=float, default=LIVE_LOGINS_PER_MINUTE)
+        parser.add_argument(
+            "--seconds", type=int, help="stop after this many seconds (default: SIGTERM/SIGINT)"
+        )
+
+    def handle(self, *args, rate: float, logins_per_minute: float, seconds: int | None, **options) -> None:
+        if not rate > 0 or logins_per_minute < 0:
+            raise CommandError("--rate must be above 0 and --logins-per-minute at least 0")
+        stop = StopFlag()
+        stop.install()
+        self.stdout.write(
+            live_traffic(rate=rate, logins_per_minute=logins_per_minute, stop=stop, ticks=seconds).summary()
+        )
