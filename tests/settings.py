@@ -10,3 +10,7 @@ import os
 os.environ.setdefault("SECRET_KEY", "tests-only-insecure-key-never-use-in-production")
 
 from cpsproject.settings import *  # noqa: E402, F403
+
+# Tests render the admin without running collectstatic: name static files as they are, not through the
+# manifest that collectstatic writes (tests/browser/test_production.py runs the production storage).
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
