@@ -101,6 +101,9 @@ def pipeline_health(*, today: dt.date) -> dict | None:
     for name in ("last_flush", "last_reconcile"):
         if panel.get(name):
             panel[name] = to_local(panel[name])
+    # Lag is as of when its end offsets were seen (by a consumer or the probe job): say how old the oldest is.
+    seen = [row.seen_at for row in panel.get("lag") or () if row.seen_at is not None]
+    panel["lag_seen"] = to_local(min(seen)) if seen else None
     return panel
 
 
