@@ -10,7 +10,6 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -30,7 +29,7 @@ from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_page, every_active_user, login_days
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
-from partners.permissions import ModelPermissionForWrites
+from partners.permissions import ModelPermissionForWrites, StaffOnly
 
 ACTIVE_PAGE_SIZE = 1000
 # A CSV of active users turns this many ids at a time into Python ints, so it streams whatever their number.
@@ -44,6 +43,10 @@ def _wants_csv(request: Request) -> bool:
 
 def _today() -> dt.date:
     return local_day(timezone.now())
+
+
+class LoginReaders(StaffOnly):
+    staff_perms = ("loginlog.view_loginmonth",)
 
 
 class LoginWrites(ModelPermissionForWrites):
@@ -93,7 +96,7 @@ _RANGE = [
     ],
 )
 @api_view(["POST"])
-@permission_classes([IsAdminUser, LoginWrites])
+@permission_classes([StaffOnly, LoginWrites])
 def record_login(request: Request) -> Response:
     """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens with the permission."""
     data = request.data
@@ -137,7 +140,7 @@ def _range(params) -> tuple[dt.date, dt.date]:
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 @renderer_classes(RENDERERS)
 def user_logins(request: Request, user_type: str, user_id: str) -> Response | HttpResponseBase:
     """Whether, and on which days, one user logged in within the range."""
@@ -188,7 +191,7 @@ def _every_active(*, user_types: list[str], start: dt.date, end: dt.date) -> Ite
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 @renderer_classes(RENDERERS)
 def active(request: Request) -> Response | HttpResponseBase:
     """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type.
@@ -250,7 +253,7 @@ def _page_link(request: Request, page: int) -> str:
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 def counts(request: Request) -> Response:
     """DAU, WAU and MAU of one user type for the day (default today)."""
     params = request.query_params

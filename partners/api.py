@@ -8,7 +8,7 @@ from rest_framework.exceptions import ValidationError
 from cpsproject.common.params import choice_param, error_responses
 from partners.models import Partner
 from partners.permissions import (
-    IsStaffOrPortal,
+    PartnerReaders,
     PartnerWrites,
     could_be_code,
     get_visible_partner,
@@ -50,7 +50,7 @@ class PartnerViewSet(
     """
 
     serializer_class = PartnerSerializer
-    permission_classes = [IsStaffOrPortal, PartnerWrites]
+    permission_classes = [PartnerReaders, PartnerWrites]
     lookup_field = "code"
     lookup_value_regex = "[^/]+"
 

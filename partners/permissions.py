@@ -59,11 +59,39 @@ def _portal_scope(user_id: int) -> Partner | None:
 
 
 class IsStaffOrPortal(BasePermission):
+    """A partner portal token, or staff holding ``staff_perms`` (the view permissions of what the view reads)."""
+
     message = "Staff credentials or a partner portal token are required."
+    staff_perms: tuple[str, ...] = ()
 
     def has_permission(self, request, view) -> bool:
         user = request.user
-        return bool(user and user.is_authenticated and (user.is_staff or portal_partner(user)))
+        if not (user and user.is_authenticated):
+            return False
+        if user.is_staff:
+            if not user.has_perms(self.staff_perms):
+                self.message = gettext(
+                    "Staff need the permissions %(perms)s (the “statistics viewers” group holds them)."
+                ) % {"perms": ", ".join(self.staff_perms)}
+                return False
+            return True
+        return portal_partner(user) is not None
+
+
+class PartnerReaders(IsStaffOrPortal):
+    staff_perms = ("partners.view_partner",)
+
+
+class StaffOnly(IsStaffOrPortal):
+    """Staff holding ``staff_perms``; portal tokens are refused."""
+
+    message = "Staff credentials are required."
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if user and user.is_authenticated and not user.is_staff:
+            return False
+        return super().has_permission(request, view)
 
 
 class ModelPermissionForWrites(BasePermission):

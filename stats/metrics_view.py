@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from cpsproject.common import jobruns
 from cpsproject.common.timeutil import epoch
+from stats.dashboard.site import can_read_statistics
 from stats.pipeline import metrics
 from stats.read import pipeline_status
 
@@ -110,7 +111,7 @@ class PipelineCollector:
 
 
 def _allowed(request: HttpRequest) -> bool:
-    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+    if request.user.is_authenticated and can_read_statistics(request.user):
         return True
     token = settings.CPS_METRICS_TOKEN
     scheme, _sep, sent = request.headers.get("Authorization", "").partition(" ")

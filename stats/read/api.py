@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,12 +28,20 @@ from cpsproject.common.params import (
     moment_range_params,
 )
 from cpsproject.common.timeutil import epoch, floor_local, local_day
-from partners.permissions import get_visible_partner, visible_partners
+from partners.permissions import IsStaffOrPortal, get_visible_partner, visible_partners
 from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, precisions, read_series
 from stats.read.selectors import partner_bucket_series, partner_days
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
+
+
+class DailyReaders(IsStaffOrPortal):
+    staff_perms = ("stats.view_dailystat",)
+
+
+class BucketReaders(IsStaffOrPortal):
+    staff_perms = ("stats.view_bucketstat",)
 
 
 def _answer(
@@ -142,6 +150,7 @@ SERIES_HEADER = ["ts", "count"]
     ],
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     """Days of PV/UV (subtree and own) for one partner; reconciled days are final."""
@@ -190,6 +199,7 @@ def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     },
 )
 @api_view(["GET"])
+@permission_classes([BucketReaders])
 @renderer_classes(RENDERERS)
 def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
     """The 5-minute PV series of one partner-day, zero-filled."""
@@ -229,6 +239,7 @@ def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
     },
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def partner_rankings(request: Request) -> Response | HttpResponseBase:
     """Top partners by PV over a sliding window; a portal token sees its own subtree ranked."""
@@ -291,6 +302,7 @@ def partner_rankings(request: Request) -> Response | HttpResponseBase:
     ],
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def series(request: Request) -> Response | HttpResponseBase:
     """Zero-filled counts at one precision for the site (human PV) or one partner's subtree."""
