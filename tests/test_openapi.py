@@ -63,7 +63,7 @@ def test_every_operation_documents_its_parameters_and_responses(schema):
             for parameter in operation.get("parameters", []):
                 assert parameter.get("description"), (where, parameter["name"])
             assert any(code.startswith("2") for code in operation["responses"]), where
-            assert {"403", "429"} <= set(operation["responses"]), where
+            assert {"401", "403", "429"} <= set(operation["responses"]), where
 
 
 @pytest.mark.parametrize(

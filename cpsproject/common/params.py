@@ -257,7 +257,8 @@ ERROR_SCHEMA = {
 }
 _ERROR_TEXT = {
     400: "A parameter or body field is refused; its name is a key of the body.",
-    403: "No credentials, wrong credentials, or not allowed to do this.",
+    401: "No credentials or wrong ones; the WWW-Authenticate header names the Token scheme.",
+    403: "Not allowed to do this: a portal token outside its scope, or staff without the view permission.",
     404: "No such object, or not visible to this token.",
     429: "Too many requests: wait the Retry-After seconds.",
 }
@@ -269,19 +270,20 @@ _ERROR_EXAMPLE = {
         "detail": "end must not be before start.",
         "end": ["end must not be before start."],
     },
-    403: {"error": "not_authenticated", "detail": "Authentication credentials were not provided."},
+    401: {"error": "not_authenticated", "detail": "Authentication credentials were not provided."},
+    403: {"error": "permission_denied", "detail": "You do not have permission to perform this action."},
     404: {"error": "not_found", "detail": "No such partner."},
     429: {"error": "throttled", "detail": "Request was throttled. Expected available in 12 seconds."},
 }
 
 
 def error_responses(*statuses: int) -> dict:
-    """The documented error responses for ``statuses`` (403 and 429 are always possible); errors are JSON."""
+    """The documented error responses for ``statuses`` (401, 403 and 429 are always possible); errors are JSON."""
     return {
         (status, "application/json"): OpenApiResponse(
             response=ERROR_SCHEMA,
             description=_ERROR_TEXT[status],
             examples=[OpenApiExample(f"{status}", value=_ERROR_EXAMPLE[status], status_codes=[status])],
         )
-        for status in sorted({*statuses, 403, 429})
+        for status in sorted({*statuses, 401, 403, 429})
     }
