@@ -67,7 +67,17 @@ def gunicorn(settings, tmp_path) -> Iterator[Server]:
     log = tmp_path / "gunicorn.log"
     with log.open("w") as log_file:
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "cpsproject.wsgi", "-b", "127.0.0.1:0", "-w", "1"],
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "cpsproject.wsgi",
+                "-b",
+                "127.0.0.1:0",
+                "-w",
+                "1",
+                "--no-control-socket",
+            ],
             env=env,
             cwd=ROOT,
             stdout=log_file,
