@@ -218,7 +218,8 @@ REST_FRAMEWORK = {
         "partners.throttling.FailedAuthenticationGate",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        # DRF's, in one query with the portal scope.
+        "partners.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["partners.permissions.IsStaffOrPortal"],
     "DEFAULT_THROTTLE_CLASSES": [
@@ -264,7 +265,7 @@ SPECTACULAR_SETTINGS = {
     "AUTHENTICATION_WHITELIST": [
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "partners.authentication.TokenAuthentication",
     ],
 }
 if DEBUG:

@@ -34,7 +34,18 @@ def portal_partner(user) -> Partner | None:
     return getattr(user, _SCOPE)
 
 
-_SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
+SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
+
+
+def remember_portal_scope(user, partner: Partner | None) -> None:
+    """Keep ``partner`` as ``user``'s portal scope for this request (the token authentication read it)."""
+    setattr(user, _SCOPE, partner)
+
+
+def partner_from_row(row) -> Partner:
+    """The partner of a row of ``SCOPE_FIELDS`` columns, its other fields left to load on access."""
+    *values, is_active = row
+    return Partner.from_db(connection.alias, SCOPE_FIELDS, [*values, bool(is_active)])
 
 
 def _portal_scope(user_id: int) -> Partner | None:
@@ -44,7 +55,7 @@ def _portal_scope(user_id: int) -> Partner | None:
     times what the database spends on it.
     """
     quote = connection.ops.quote_name
-    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in _SCOPE_FIELDS)
+    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in SCOPE_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns} FROM {quote(Partner._meta.db_table)} p"
@@ -52,10 +63,7 @@ def _portal_scope(user_id: int) -> Partner | None:
             [user_id],
         )
         row = cursor.fetchone()
-    if row is None:
-        return None
-    *values, is_active = row
-    return Partner.from_db(connection.alias, _SCOPE_FIELDS, [*values, bool(is_active)])
+    return None if row is None else partner_from_row(row)
 
 
 class IsStaffOrPortal(BasePermission):
