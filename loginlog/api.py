@@ -1,4 +1,7 @@
-"""The login endpoints of /api/v1/ (staff only): record a login, one user's days, active users, DAU/WAU/MAU."""
+"""The login endpoints of /api/v1/ (staff only): record a login, one user's days, active users, DAU/WAU/MAU.
+
+Reads need ``loginlog.view_loginmonth`` (the "statistics viewers" group), the write ``add_loginmonth``.
+"""
 
 import datetime as dt
 from collections.abc import Iterator

@@ -1,7 +1,8 @@
 """The dashboard (the admin index) and the partner page: read the selectors, hand numbers to templates.
 
-Both pages are statistics, which every active staff user may read. Query parameters are validated by the
-shared parsers; a bad one becomes a message on the page and its default is used instead, never a 500.
+Both pages are statistics, for staff with ``stats.view_dailystat`` (the site checks it before calling them).
+Query parameters are validated by the shared parsers; a bad one becomes a message on the page and its default
+is used instead, never a 500.
 """
 
 import datetime as dt
