@@ -104,3 +104,35 @@ def test_the_docs_page_loads_its_scripts_from_local_static_files_only():
     # ... and the files are there to serve (collectstatic copies them; runserver serves them from the app).
     assert all(finders.find(url.removeprefix("/static/")) for url in assets), assets
     assert "/api/v1/schema/" in html
+
+
+def test_the_stats_parameters_are_documented_from_their_serializers_with_types_and_bounds(schema):
+    def parameters(path: str) -> dict:
+        return {p["name"]: p["schema"] for p in schema["paths"][API + path]["get"]["parameters"]}
+
+    rankings = parameters("rankings/partners/")
+    assert (rankings["limit"]["type"], rankings["limit"]["minimum"], rankings["limit"]["maximum"]) == (
+        "integer",
+        1,
+        1000,
+    )
+    assert rankings["window"]["enum"] == ["1h", "24h", "7d"] and rankings["window"]["default"] == "24h"
+    assert rankings["scope"]["enum"] == ["tree", "self"]
+    stats = parameters("partners/{code}/stats/")
+    assert stats["start"] == stats["end"] == {"type": "string", "format": "date"}
+    assert parameters("partners/{code}/buckets/")["date"] == {"type": "string", "format": "date"}
+    series = parameters("series/")
+    assert series["precision"]["type"] == "integer" and series["precision"]["default"] == 60
+    assert series["partner"]["maxLength"] == series["start"]["maxLength"] == 64
+
+
+def test_a_parameter_out_of_its_documented_bounds_is_a_400_naming_it():
+    from tests.factories import staff_client
+
+    refused = staff_client().get(API + "rankings/partners/?limit=1001&window=24h")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "invalid",
+        "detail": "limit must be between 1 and 1000.",
+        "limit": ["limit must be between 1 and 1000."],
+    }

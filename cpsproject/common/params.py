@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from django.conf import settings
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
-from rest_framework import parsers
+from rest_framework import parsers, serializers
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
@@ -78,6 +78,11 @@ def date_param(params: Mapping, name: str, *, default: dt.date | None = None) ->
 def max_range_days() -> int:
     """The most days a ``start``..``end`` range may cover (``CPS_API_MAX_RANGE_DAYS``), on every endpoint."""
     return getattr(settings, "CPS_API_MAX_RANGE_DAYS", 366)
+
+
+def check_date_range(start: dt.date, end: dt.date) -> None:
+    """Refuse (400 naming ``end``) an ``end`` before ``start`` or a range over ``max_range_days()``."""
+    _check_range(start, end, (end - start).days + 1, max_range_days())
 
 
 def _check_range(start: object, end: object, days: float, max_days: int) -> None:
@@ -287,3 +292,77 @@ def error_responses(*statuses: int) -> dict:
         )
         for status in sorted({*statuses, 401, 403, 429})
     }
+
+
+# --- Query serializers: the parsers above as DRF fields -------------------------------------------------
+#
+# An endpoint declares its query parameters as one serializer of these fields and validates
+# ``request.query_params`` with it; drf-spectacular documents each field (type, format, enum, bounds, help
+# text) from the same class. The fields parse with the functions above, so checks and messages are the same
+# whether a parameter is read alone or through a serializer.
+
+
+def _as_field_error(name: str, parse):
+    try:
+        return parse()
+    except ValidationError as exc:  # the parsers name the parameter; a field's error is just its messages
+        detail = exc.detail
+        raise ValidationError(
+            detail[name] if isinstance(detail, dict) and name in detail else detail
+        ) from exc
+
+
+class _QueryField:
+    """An absent or empty parameter is left out of the validated data: the endpoint applies its default."""
+
+    def get_value(self, dictionary):
+        value = dictionary.get(self.field_name, serializers.empty)
+        return serializers.empty if value == "" else value
+
+
+class QueryDate(_QueryField, serializers.DateField):
+    """``YYYY-MM-DD``, from ``EARLIEST`` to ``LATEST``."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: date_param({name: value}, name, default=EARLIEST))
+
+
+class QueryInt(_QueryField, serializers.IntegerField):
+    """ASCII digits from ``min_value`` to ``max_value`` (both required)."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(
+            name, lambda: int_param({name: value}, name, default=0, low=self.min_value, high=self.max_value)
+        )
+
+
+class QueryChoice(_QueryField, serializers.ChoiceField):
+    """One of ``choices`` (strings or integers: an integer choice is answered as an int)."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        by_text = {str(choice): choice for choice in self.choices}
+        return by_text[
+            _as_field_error(name, lambda: choice_param({name: value}, name, choices=list(by_text)))
+        ]
+
+
+class QueryText(_QueryField, serializers.CharField):
+    """Printable text of at most ``MAX_LENGTH`` characters, read further by the endpoint."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: _raw({name: value}, name))
+
+
+def query(serializer_class: type[serializers.Serializer], request, **context) -> dict:
+    """Validate ``request``'s query parameters with ``serializer_class``; a 400 names each bad parameter."""
+    serializer = serializer_class(data=request.query_params, context=context)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
