@@ -106,7 +106,7 @@ def test_the_docs_page_loads_its_scripts_from_local_static_files_only():
     assert "/api/v1/schema/" in html
 
 
-def test_the_stats_parameters_are_documented_from_their_serializers_with_types_and_bounds(schema):
+def test_query_parameters_are_documented_from_their_serializers_with_types_and_bounds(schema):
     def parameters(path: str) -> dict:
         return {p["name"]: p["schema"] for p in schema["paths"][API + path]["get"]["parameters"]}
 
@@ -124,15 +124,29 @@ def test_the_stats_parameters_are_documented_from_their_serializers_with_types_a
     series = parameters("series/")
     assert series["precision"]["type"] == "integer" and series["precision"]["default"] == 60
     assert series["partner"]["maxLength"] == series["start"]["maxLength"] == 64
+    active = parameters("logins/active/")
+    assert (active["page"]["type"], active["page"]["minimum"]) == ("integer", 1)
+    assert active["user_type"]["enum"] == ["client", "office"]
+    assert active["month"]["pattern"] == "^[0-9]{4}-[0-9]{2}$"
+    counts = schema["paths"][API + "logins/counts/"]["get"]["parameters"]
+    assert {p["name"]: p.get("required", False) for p in counts} == {"user_type": True, "date": False}
+    assert parameters("partners/")["level"] == {"enum": [1, 2, 3], "type": "integer"}
 
 
 def test_a_parameter_out_of_its_documented_bounds_is_a_400_naming_it():
     from tests.factories import staff_client
 
-    refused = staff_client().get(API + "rankings/partners/?limit=1001&window=24h")
+    client = staff_client()
+    refused = client.get(API + "rankings/partners/?limit=1001&window=24h")
     assert refused.status_code == 400
     assert refused.json() == {
         "error": "invalid",
         "detail": "limit must be between 1 and 1000.",
         "limit": ["limit must be between 1 and 1000."],
     }
+    # Every bad parameter at once, each under its name.
+    both = client.get(API + "logins/active/?page=0&user_type=robot").json()
+    assert both["page"] == ["page must be between 1 and 1000000000."]
+    assert both["user_type"] == ["user_type must be one of client, office, not 'robot'."]
+    missing = client.get(API + "logins/counts/").json()
+    assert missing["user_type"] == ["user_type is required (one of the configured user types)."]

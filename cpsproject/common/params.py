@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from django.conf import settings
 from django.utils.translation import gettext
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
 from rest_framework import parsers, serializers
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -326,6 +326,15 @@ class QueryDate(_QueryField, serializers.DateField):
     def to_internal_value(self, value):
         name = self.field_name
         return _as_field_error(name, lambda: date_param({name: value}, name, default=EARLIEST))
+
+
+@extend_schema_field({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$", "example": "2026-11"})
+class QueryMonth(_QueryField, serializers.Field):
+    """``YYYY-MM``: its first and last day."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: month_param({name: value}, name))
 
 
 class QueryInt(_QueryField, serializers.IntegerField):
