@@ -4,6 +4,10 @@ Every parser here is total: any input becomes a value or a 400 whose body names 
 (``{"start": ["…"]}``), never a 500. Dates are bounded to ``EARLIEST``..``LATEST``, so the date arithmetic
 downstream (a range's end plus a day, a day's bounds, epoch seconds, a month's last day) can never leave the
 calendar (``date.max + 1 day`` raises ``OverflowError``).
+
+Endpoints read their query parameters through a serializer of the ``Query*`` fields at the end (one
+serializer per endpoint, which drf-spectacular documents); the fields parse with the functions here, which the
+admin's dashboard also calls directly.
 """
 
 import datetime as dt
