@@ -30,7 +30,8 @@ FIGURES = [
     ("consume peak RSS", "MB", "consume"),
     ("flush dirty buckets", "s", "flush"),
     ("reconcile a day", "s", "reconcile"),
-    ("API stats p95", "ms", "api"),
+    ("API p95 at 100 req/s", "ms", "api"),
+    ("API throughput, 20 clients", "requests/s", "api"),
     ("UV range p95", "ms", "uv"),
     ("logins active range", "ms", "logins"),
 ]
@@ -57,6 +58,8 @@ class Sizes:
     api_clients: int
     api_requests: int
     api_portals: int  # partners whose portal tokens the clients use
+    api_rate: float  # requests per second of the open-loop measurement…
+    api_open_seconds: float  # …for this long
     uv_days: int
     uv_calls: int
     login_ids: int
@@ -82,6 +85,8 @@ FULL = Sizes(
     api_clients=20,
     api_requests=2000,
     api_portals=100,
+    api_rate=100,
+    api_open_seconds=20,
     uv_days=90,
     uv_calls=100,
     login_ids=10_000_000,
@@ -106,6 +111,8 @@ QUICK = Sizes(
     api_clients=20,
     api_requests=100,
     api_portals=10,
+    api_rate=100,
+    api_open_seconds=1,
     uv_days=90,
     uv_calls=10,
     login_ids=100_000,

@@ -112,7 +112,16 @@ TERMS = {
     "Committed offset": "已提交偏移量",
     "End offset": "末尾偏移量",
     "Lag": "延迟",
-    "Kafka did not answer, or no partition is assigned.": "Kafka 没有响应，或没有分配分区。",
+    "No end offset recorded yet: consumers and the Kafka probe job record them.": (
+        "尚未记录末尾偏移量：由消费者和 Kafka 探测任务记录。"
+    ),
+    "End offsets as seen at %(seen)s.": "末尾偏移量观测于 %(seen)s。",
+    "Redis at %(url)s did not answer (%(error)s)": "Redis（%(url)s）没有响应（%(error)s）",
+    "the database did not answer (%(error)s)": "数据库没有响应（%(error)s）",
+    "statistics viewers": "统计查看者",
+    "Staff need the permissions %(perms)s (the “statistics viewers” group holds them).": (
+        "员工需要权限 %(perms)s（“统计查看者”组拥有这些权限）。"
+    ),
     "Jobs": "任务",
     "Last flush": "最近落库",
     "Last reconcile": "最近对账",

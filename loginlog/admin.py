@@ -1,6 +1,7 @@
 import datetime as dt
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
@@ -37,13 +38,7 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
             " ".join(str(d) for d in range(1, 32) if days >> (d - 1) & 1),
         )
 
-    def has_view_permission(self, request, obj=None) -> bool:
-        # Login statistics are statistics: every active staff user may read them.
-        return request.user.is_active and request.user.is_staff
-
-    def has_module_permission(self, request) -> bool:
-        return request.user.is_active and request.user.is_staff
-
+    # Viewing needs loginlog.view_loginmonth, as Django's admin asks by default ("statistics viewers" hold it).
     def has_add_permission(self, request) -> bool:
         return False
 
@@ -58,6 +53,8 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
 
     def activity_view(self, request):
         """A user's login calendar (Redis first, then MySQL) and the DAU of each type over 30 days."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         today = local_day(timezone.now())
         calendar, error = None, ""
         if request.GET.get("user_id"):

@@ -1,4 +1,7 @@
-"""The login endpoints of /api/v1/ (staff only): record a login, one user's days, active users, DAU/WAU/MAU."""
+"""The login endpoints of /api/v1/ (staff only): record a login, one user's days, active users, DAU/WAU/MAU.
+
+Reads need ``loginlog.view_loginmonth`` (the "statistics viewers" group), the write ``add_loginmonth``.
+"""
 
 import datetime as dt
 from collections.abc import Iterator
@@ -10,27 +13,20 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
-from cpsproject.common.params import (
-    choice_param,
-    date_param,
-    date_range_params,
-    error_responses,
-    month_param,
-    page_param,
-)
+from cpsproject.common.params import date_param, error_responses, query
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_page, every_active_user, login_days
+from loginlog.serializers import ActiveQuery, CountsQuery, LoginRangeQuery
 from loginlog.services import login_record
 from loginlog.validation import LoginRejected, user_types, validate_login
-from partners.permissions import ModelPermissionForWrites
+from partners.permissions import ModelPermissionForWrites, StaffOnly
 
 ACTIVE_PAGE_SIZE = 1000
 # A CSV of active users turns this many ids at a time into Python ints, so it streams whatever their number.
@@ -44,6 +40,10 @@ def _wants_csv(request: Request) -> bool:
 
 def _today() -> dt.date:
     return local_day(timezone.now())
+
+
+class LoginReaders(StaffOnly):
+    staff_perms = ("loginlog.view_loginmonth",)
 
 
 class LoginWrites(ModelPermissionForWrites):
@@ -70,18 +70,6 @@ _LOGIN = inline_serializer(
         ),
     },
 )
-_USER_TYPE = OpenApiParameter(
-    "user_type", str, description="One of the configured user types (client, office)."
-)
-_RANGE = [
-    OpenApiParameter("start", dt.date, description="First day, inclusive. Default: the first of this month."),
-    OpenApiParameter(
-        "end",
-        dt.date,
-        description="Last day, inclusive. Default: today. At most CPS_API_MAX_RANGE_DAYS days.",
-    ),
-    OpenApiParameter("month", str, description="YYYY-MM: the whole month, instead of start and end."),
-]
 
 
 @extend_schema(
@@ -93,7 +81,7 @@ _RANGE = [
     ],
 )
 @api_view(["POST"])
-@permission_classes([IsAdminUser, LoginWrites])
+@permission_classes([StaffOnly, LoginWrites])
 def record_login(request: Request) -> Response:
     """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens with the permission."""
     data = request.data
@@ -107,13 +95,10 @@ def record_login(request: Request) -> Response:
     )
 
 
-def _range(params) -> tuple[dt.date, dt.date]:
+def _range(request: Request) -> tuple[dt.date, dt.date]:
     """``?month=YYYY-MM`` or ``?start=&end=`` (default: this month so far)."""
-    month = month_param(params, "month")
-    if month:
-        return month
-    today = _today()
-    return date_range_params(params, default_start=today.replace(day=1), default_end=today)
+    params = query(LoginRangeQuery, request, today=_today())
+    return params["start"], params["end"]
 
 
 @extend_schema(
@@ -121,7 +106,7 @@ def _range(params) -> tuple[dt.date, dt.date]:
     parameters=[
         OpenApiParameter("user_type", str, location=OpenApiParameter.PATH, description="client or office."),
         OpenApiParameter("user_id", int, location=OpenApiParameter.PATH, description="0 to CPS_MAX_USER_ID."),
-        *_RANGE,
+        LoginRangeQuery,
         csv_format_parameter(),
     ],
     responses={
@@ -137,12 +122,12 @@ def _range(params) -> tuple[dt.date, dt.date]:
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 @renderer_classes(RENDERERS)
 def user_logins(request: Request, user_type: str, user_id: str) -> Response | HttpResponseBase:
     """Whether, and on which days, one user logged in within the range."""
     user_type, uid = _user(user_type, user_id)
-    start, end = _range(request.query_params)
+    start, end = _range(request)
     days = login_days(user_type=user_type, user_id=uid, start=start, end=end)
     if _wants_csv(request):
         return csv_response(
@@ -165,12 +150,7 @@ def _every_active(*, user_types: list[str], start: dt.date, end: dt.date) -> Ite
         "user_type, every type, results as {user_type, user_id}. With `format=csv`: every active user at once "
         "(no pages), streamed as `user_type,user_id` lines."
     ),
-    parameters=[
-        _USER_TYPE,
-        *_RANGE,
-        OpenApiParameter("page", int, description="Page number from 1."),
-        csv_format_parameter(),
-    ],
+    parameters=[ActiveQuery, csv_format_parameter()],
     responses={
         (200, "application/json"): inline_serializer(
             "ActiveUsers",
@@ -188,7 +168,7 @@ def _every_active(*, user_types: list[str], start: dt.date, end: dt.date) -> Ite
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 @renderer_classes(RENDERERS)
 def active(request: Request) -> Response | HttpResponseBase:
     """Page of the users active in the range; ``count`` is how many. Without ``user_type``: every type.
@@ -196,17 +176,17 @@ def active(request: Request) -> Response | HttpResponseBase:
     A page reads only its own ids from Redis (``?page=N``, 1000 ids a page), so its cost does not grow with
     the number of active users. The CSV holds every active user, read and sent in chunks.
     """
-    params = request.query_params
-    start, end = _range(params)
-    one_type = bool(params.get("user_type"))
-    types = [choice_param(params, "user_type", choices=user_types())] if one_type else user_types()
+    params = query(ActiveQuery, request, today=_today())
+    start, end = params["start"], params["end"]
+    one_type = "user_type" in params
+    types = [params["user_type"]] if one_type else user_types()
     if _wants_csv(request):
         return csv_response(
             _every_active(user_types=types, start=start, end=end),
             header=["user_type", "user_id"],
             filename=f"active-{start}-{end}.csv",
         )
-    page = page_param(params)
+    page = params["page"]
     count, rows = active_page(
         user_types=types, start=start, end=end, offset=(page - 1) * ACTIVE_PAGE_SIZE, limit=ACTIVE_PAGE_SIZE
     )
@@ -231,10 +211,7 @@ def _page_link(request: Request, page: int) -> str:
 
 @extend_schema(
     summary="DAU, WAU and MAU of one user type",
-    parameters=[
-        OpenApiParameter("user_type", str, required=True, description="client or office."),
-        OpenApiParameter("date", dt.date, description="The day (YYYY-MM-DD). Default: today."),
-    ],
+    parameters=[CountsQuery],
     responses={
         200: inline_serializer(
             "ActiveCounts",
@@ -250,12 +227,12 @@ def _page_link(request: Request, page: int) -> str:
     },
 )
 @api_view(["GET"])
-@permission_classes([IsAdminUser])
+@permission_classes([LoginReaders])
 def counts(request: Request) -> Response:
     """DAU, WAU and MAU of one user type for the day (default today)."""
-    params = request.query_params
-    user_type = choice_param(params, "user_type", choices=user_types())
-    day = date_param(params, "date", default=_today())
+    params = query(CountsQuery, request)
+    user_type = params["user_type"]
+    day = params.get("date") or _today()
     return Response(
         {"user_type": user_type, "date": day.isoformat(), **active_counts(user_type=user_type, day=day)}
     )

@@ -3,30 +3,23 @@
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
-from rest_framework.exceptions import ValidationError
 
-from cpsproject.common.params import choice_param, error_responses
+from cpsproject.common.params import error_responses, query
 from partners.models import Partner
 from partners.permissions import (
-    IsStaffOrPortal,
+    PartnerReaders,
     PartnerWrites,
-    could_be_code,
     get_visible_partner,
     visible_partners,
 )
-from partners.serializers import PartnerSerializer
+from partners.serializers import PartnerListQuery, PartnerSerializer
 
 
 @extend_schema_view(
     list=extend_schema(
         summary="Partners visible to the caller",
         description="Staff see every partner; a portal token its partner's subtree. Ordered by code.",
-        parameters=[
-            OpenApiParameter(
-                "parent", str, description="Children of this partner code; empty: top partners."
-            ),
-            OpenApiParameter("level", int, enum=[1, 2, 3], description="Only partners at this level."),
-        ],
+        parameters=[PartnerListQuery],
         responses={200: PartnerSerializer(many=True), **error_responses(400, 404)},
     ),
     retrieve=extend_schema(
@@ -50,22 +43,20 @@ class PartnerViewSet(
     """
 
     serializer_class = PartnerSerializer
-    permission_classes = [IsStaffOrPortal, PartnerWrites]
+    permission_classes = [PartnerReaders, PartnerWrites]
     lookup_field = "code"
     lookup_value_regex = "[^/]+"
 
     def get_queryset(self) -> QuerySet[Partner]:
         visible = visible_partners(self.request.user)
         qs = visible.select_related("parent")
-        params = self.request.query_params
+        params = query(PartnerListQuery, self.request)
         if "parent" in params:
             parent = params["parent"]
-            if parent and not could_be_code(parent):
-                raise ValidationError({"parent": "parent must be a partner code."})
             # The parent must be visible too: ?parent=<a code above the subtree> must not confirm it exists.
             qs = qs.filter(parent__code=parent, parent__in=visible) if parent else qs.filter(parent=None)
-        if params.get("level"):
-            qs = qs.filter(level=int(choice_param(params, "level", choices=["1", "2", "3"])))
+        if "level" in params:
+            qs = qs.filter(level=params["level"])
         return qs.order_by("code")
 
     def get_object(self) -> Partner:

@@ -34,7 +34,18 @@ def portal_partner(user) -> Partner | None:
     return getattr(user, _SCOPE)
 
 
-_SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
+SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
+
+
+def remember_portal_scope(user, partner: Partner | None) -> None:
+    """Keep ``partner`` as ``user``'s portal scope for this request (the token authentication read it)."""
+    setattr(user, _SCOPE, partner)
+
+
+def partner_from_row(row) -> Partner:
+    """The partner of a row of ``SCOPE_FIELDS`` columns, its other fields left to load on access."""
+    *values, is_active = row
+    return Partner.from_db(connection.alias, SCOPE_FIELDS, [*values, bool(is_active)])
 
 
 def _portal_scope(user_id: int) -> Partner | None:
@@ -44,7 +55,7 @@ def _portal_scope(user_id: int) -> Partner | None:
     times what the database spends on it.
     """
     quote = connection.ops.quote_name
-    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in _SCOPE_FIELDS)
+    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in SCOPE_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns} FROM {quote(Partner._meta.db_table)} p"
@@ -52,18 +63,43 @@ def _portal_scope(user_id: int) -> Partner | None:
             [user_id],
         )
         row = cursor.fetchone()
-    if row is None:
-        return None
-    *values, is_active = row
-    return Partner.from_db(connection.alias, _SCOPE_FIELDS, [*values, bool(is_active)])
+    return None if row is None else partner_from_row(row)
 
 
 class IsStaffOrPortal(BasePermission):
+    """A partner portal token, or staff holding ``staff_perms`` (the view permissions of what the view reads)."""
+
     message = "Staff credentials or a partner portal token are required."
+    staff_perms: tuple[str, ...] = ()
 
     def has_permission(self, request, view) -> bool:
         user = request.user
-        return bool(user and user.is_authenticated and (user.is_staff or portal_partner(user)))
+        if not (user and user.is_authenticated):
+            return False
+        if user.is_staff:
+            if not user.has_perms(self.staff_perms):
+                self.message = gettext(
+                    "Staff need the permissions %(perms)s (the “statistics viewers” group holds them)."
+                ) % {"perms": ", ".join(self.staff_perms)}
+                return False
+            return True
+        return portal_partner(user) is not None
+
+
+class PartnerReaders(IsStaffOrPortal):
+    staff_perms = ("partners.view_partner",)
+
+
+class StaffOnly(IsStaffOrPortal):
+    """Staff holding ``staff_perms``; portal tokens are refused."""
+
+    message = "Staff credentials are required."
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if user and user.is_authenticated and not user.is_staff:
+            return False
+        return super().has_permission(request, view)
 
 
 class ModelPermissionForWrites(BasePermission):

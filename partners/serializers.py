@@ -2,8 +2,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from rest_framework import serializers
 
+from cpsproject.common.params import QueryChoice
 from partners.models import Partner
-from partners.permissions import portal_partner
+from partners.permissions import could_be_code, portal_partner
 from partners.services import partner_create
 
 
@@ -40,3 +41,24 @@ class PartnerSerializer(serializers.ModelSerializer):
         except IntegrityError as exc:
             # Two requests creating the same code at once: the loser's check passed before the winner committed.
             raise serializers.ValidationError({"code": ["partner with this code already exists."]}) from exc
+
+
+class _ParentCode(serializers.CharField):
+    """A partner code, or empty for the top partners (present and empty is not absent here)."""
+
+    def to_internal_value(self, value):
+        if not isinstance(value, str) or (value and not could_be_code(value)):
+            raise serializers.ValidationError("parent must be a partner code.")
+        return value
+
+
+class PartnerListQuery(serializers.Serializer):
+    """The query parameters of ``GET partners/``: validates them and is what the schema documents."""
+
+    parent = _ParentCode(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Children of this partner code; empty: top partners.",
+    )
+    level = QueryChoice(choices=[1, 2, 3], required=False, help_text="Only partners at this level.")

@@ -125,6 +125,12 @@ class FailedAuthenticationGate(BaseAuthentication):
             raise Throttled(wait=throttle.wait(), detail="Too many failed authentications from this address.")
         return None
 
+    def authenticate_header(self, request) -> str:
+        # DRF asks the first authentication class for the challenge: with one, a request without (or with
+        # wrong) credentials is a 401 that says how to authenticate, as HTTP wants, instead of a 403. Token,
+        # not Basic: a Basic challenge makes a browser pop up a password dialog over the admin's session.
+        return "Token"
+
 
 # --- Error bodies ------------------------------------------------------------------------------------------
 

@@ -14,13 +14,8 @@ from stats.read.selectors import outermost_rows
 
 
 class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
-    """Numbers come from the pipeline; every active staff user may look at them and nobody edits them."""
-
-    def has_module_permission(self, request) -> bool:
-        return request.user.is_active and request.user.is_staff
-
-    def has_view_permission(self, request, obj=None) -> bool:
-        return request.user.is_active and request.user.is_staff
+    """Numbers come from the pipeline: staff with the model's view permission (the "statistics viewers" group,
+    ``cpsproject.common.viewers``) look at them, and nobody edits them."""
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -16,6 +16,10 @@ PV and UV (first design document)::
                                             WATCHes, so a stale consumer's batch is refused (one key per
                                             partition: applies of other partitions do not disturb it)
     {P}:deadletters                  hash   reason -> dead letters counted
+    {P}:kafka:ends:{topic}           hash   partition -> "{end} {first or -} {epoch}": the partition's end offset
+                                            (and first offset) as a consumer's fetch or the lag probe last saw
+                                            them, and when (``stats.pipeline.lag``)
+    {P}:kafka:probe                  hash   at -> epoch of the last live lag probe; error -> "" if Kafka answered
 
 Final days, a cache of what only a reconcile changes (``stats.read.selectors.partner_days``)::
 
@@ -122,6 +126,14 @@ def offset_fence(group: str, topic: str, partition: int) -> str:
 
 def dead_letter_counts() -> str:
     return f"{prefix()}:deadletters"
+
+
+def kafka_end_offsets(topic: str) -> str:
+    return f"{prefix()}:kafka:ends:{topic}"
+
+
+def kafka_probe() -> str:
+    return f"{prefix()}:kafka:probe"
 
 
 # --- Final days ---------------------------------------------------------------------------------------

@@ -2,11 +2,10 @@
 
 The consumer, the django-q2 workers and the web server are separate processes, so the collector keeps no
 counters of its own: each scrape reads the durable state that ``stats.read.pipeline_status`` reads (Redis
-hashes the consumer and the jobs write, Kafka end offsets, SQL).
+hashes the consumer and the jobs write, Kafka end offsets as last seen, SQL); nothing asks Kafka.
 """
 
 import hmac
-import logging
 from collections.abc import Iterator
 
 from django.conf import settings
@@ -18,10 +17,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from cpsproject.common import jobruns
 from cpsproject.common.timeutil import epoch
+from stats.dashboard.site import can_read_statistics
 from stats.pipeline import metrics
 from stats.read import pipeline_status
-
-logger = logging.getLogger(__name__)
 
 
 class PipelineCollector:
@@ -58,21 +56,36 @@ class PipelineCollector:
             sum_value=histogram.sum,
         )
 
+        # From what the consumers and the probe job last recorded: a scrape never waits on Kafka.
         lag = GaugeMetricFamily(
             "cps_consumer_lag",
-            "Messages of a Kafka partition not counted yet (end offset minus the offset stored in Redis).",
+            "Messages of a Kafka partition not counted yet (end offset as last seen minus the offset stored in "
+            "Redis).",
             labels=["topic", "partition"],
         )
-        up = GaugeMetricFamily("cps_kafka_up", "1 if Kafka answered the end-offset request of this scrape.")
-        try:
-            for row in pipeline_status.read_consumer_lag():
+        seen = GaugeMetricFamily(
+            "cps_kafka_end_offset_seen_timestamp_seconds",
+            "When a partition's end offset (the base of cps_consumer_lag) was last seen, Unix time.",
+            labels=["topic", "partition"],
+        )
+        for row in pipeline_status.consumer_lag():
+            if row.lag is not None:
                 lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
-            up.add_metric([], 1)
-        except pipeline_status.KafkaUnavailable as exc:
-            logger.warning("metrics: consumer lag unknown: %s", exc)
-            up.add_metric([], 0)
+                seen.add_metric([settings.KAFKA_TOPIC, str(row.partition)], epoch(row.seen_at))
         yield lag
-        yield up
+        yield seen
+        probe = pipeline_status.last_kafka_probe()
+        if probe is not None:
+            yield GaugeMetricFamily(
+                "cps_kafka_up",
+                "1 if Kafka answered the last lag probe (every minute).",
+                value=int(not probe.error),
+            )
+            yield GaugeMetricFamily(
+                "cps_kafka_probe_timestamp_seconds",
+                "When the last lag probe ran, Unix time.",
+                value=epoch(probe.at),
+            )
 
         runs = jobruns.all_runs()
         last_success = GaugeMetricFamily(
@@ -98,7 +111,7 @@ class PipelineCollector:
 
 
 def _allowed(request: HttpRequest) -> bool:
-    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+    if request.user.is_authenticated and can_read_statistics(request.user):
         return True
     token = settings.CPS_METRICS_TOKEN
     scheme, _sep, sent = request.headers.get("Authorization", "").partition(" ")

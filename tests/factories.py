@@ -23,8 +23,20 @@ def create_tree() -> dict[str, Partner]:
     }
 
 
-def create_staff(username: str = "staff", password: str = "pw"):
-    return get_user_model().objects.create_user(username=username, password=password, is_staff=True)
+def create_staff(username: str = "staff", password: str = "pw", *, viewer: bool = True):
+    """A staff user, in the "statistics viewers" group unless ``viewer=False`` (then no permission at all)."""
+    user = get_user_model().objects.create_user(username=username, password=password, is_staff=True)
+    if viewer:
+        user.groups.add(statistics_viewers())
+    return user
+
+
+def statistics_viewers():
+    from django.contrib.auth.models import Group, Permission
+
+    from cpsproject.common.viewers import ensure_statistics_viewers
+
+    return ensure_statistics_viewers(group_model=Group, permission_model=Permission)
 
 
 # --- events -----------------------------------------------------------------------------------------------

@@ -35,3 +35,7 @@ from cpsproject.settings import *  # noqa: E402, F403
 # about a minute and a half per database pass, and no test is about the strength of the hash. The production
 # hasher stays what cpsproject.settings says (tests/test_api_hostile.py counts verifications with its own).
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Tests render the admin without running collectstatic: name static files as they are, not through the
+# manifest that collectstatic writes (tests/browser/test_production.py runs the production storage).
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

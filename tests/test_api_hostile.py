@@ -275,7 +275,7 @@ def test_wrong_passwords_are_throttled_before_any_password_is_checked(tree, rate
     create_staff(password="right")
     client = APIClient(REMOTE_ADDR="203.0.113.9")
     wrong = [client.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", f"guess{n}")) for n in range(3)]
-    assert [r.status_code for r in wrong] == [403, 403, 403]
+    assert [r.status_code for r in wrong] == [401, 401, 401]
     assert counting_hasher.verified == 3
     throttled = client.get(API + "partners/", HTTP_AUTHORIZATION=basic("staff", "guess3"))
     assert throttled.status_code == 429
@@ -295,8 +295,13 @@ def test_wrong_passwords_are_throttled_before_any_password_is_checked(tree, rate
 def test_bad_tokens_and_anonymous_requests_count_as_failed_authentications(tree, rates):
     rates(auth_failure="2/min")
     client = APIClient(REMOTE_ADDR="203.0.113.10")
-    assert client.get(API + "partners/", HTTP_AUTHORIZATION="Token not-a-token").status_code == 403
-    assert client.get(API + "partners/").status_code == 403  # no credentials at all
+    assert client.get(API + "partners/", HTTP_AUTHORIZATION="Token not-a-token").status_code == 401
+    anonymous = client.get(API + "partners/")  # no credentials at all
+    assert (anonymous.status_code, anonymous["WWW-Authenticate"]) == (401, "Token")
+    assert anonymous.json() == {
+        "error": "not_authenticated",
+        "detail": "Authentication credentials were not provided.",
+    }
     assert client.get(API + "partners/").status_code == 429
 
 

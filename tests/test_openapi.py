@@ -63,7 +63,7 @@ def test_every_operation_documents_its_parameters_and_responses(schema):
             for parameter in operation.get("parameters", []):
                 assert parameter.get("description"), (where, parameter["name"])
             assert any(code.startswith("2") for code in operation["responses"]), where
-            assert {"403", "429"} <= set(operation["responses"]), where
+            assert {"401", "403", "429"} <= set(operation["responses"]), where
 
 
 @pytest.mark.parametrize(
@@ -104,3 +104,49 @@ def test_the_docs_page_loads_its_scripts_from_local_static_files_only():
     # ... and the files are there to serve (collectstatic copies them; runserver serves them from the app).
     assert all(finders.find(url.removeprefix("/static/")) for url in assets), assets
     assert "/api/v1/schema/" in html
+
+
+def test_query_parameters_are_documented_from_their_serializers_with_types_and_bounds(schema):
+    def parameters(path: str) -> dict:
+        return {p["name"]: p["schema"] for p in schema["paths"][API + path]["get"]["parameters"]}
+
+    rankings = parameters("rankings/partners/")
+    assert (rankings["limit"]["type"], rankings["limit"]["minimum"], rankings["limit"]["maximum"]) == (
+        "integer",
+        1,
+        1000,
+    )
+    assert rankings["window"]["enum"] == ["1h", "24h", "7d"] and rankings["window"]["default"] == "24h"
+    assert rankings["scope"]["enum"] == ["tree", "self"]
+    stats = parameters("partners/{code}/stats/")
+    assert stats["start"] == stats["end"] == {"type": "string", "format": "date"}
+    assert parameters("partners/{code}/buckets/")["date"] == {"type": "string", "format": "date"}
+    series = parameters("series/")
+    assert series["precision"]["type"] == "integer" and series["precision"]["default"] == 60
+    assert series["partner"]["maxLength"] == series["start"]["maxLength"] == 64
+    active = parameters("logins/active/")
+    assert (active["page"]["type"], active["page"]["minimum"]) == ("integer", 1)
+    assert active["user_type"]["enum"] == ["client", "office"]
+    assert active["month"]["pattern"] == "^[0-9]{4}-[0-9]{2}$"
+    counts = schema["paths"][API + "logins/counts/"]["get"]["parameters"]
+    assert {p["name"]: p.get("required", False) for p in counts} == {"user_type": True, "date": False}
+    assert parameters("partners/")["level"] == {"enum": [1, 2, 3], "type": "integer"}
+
+
+def test_a_parameter_out_of_its_documented_bounds_is_a_400_naming_it():
+    from tests.factories import staff_client
+
+    client = staff_client()
+    refused = client.get(API + "rankings/partners/?limit=1001&window=24h")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "invalid",
+        "detail": "limit must be between 1 and 1000.",
+        "limit": ["limit must be between 1 and 1000."],
+    }
+    # Every bad parameter at once, each under its name.
+    both = client.get(API + "logins/active/?page=0&user_type=robot").json()
+    assert both["page"] == ["page must be between 1 and 1000000000."]
+    assert both["user_type"] == ["user_type must be one of client, office, not 'robot'."]
+    missing = client.get(API + "logins/counts/").json()
+    assert missing["user_type"] == ["user_type is required (one of the configured user types)."]

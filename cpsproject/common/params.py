@@ -4,6 +4,10 @@ Every parser here is total: any input becomes a value or a 400 whose body names 
 (``{"start": ["…"]}``), never a 500. Dates are bounded to ``EARLIEST``..``LATEST``, so the date arithmetic
 downstream (a range's end plus a day, a day's bounds, epoch seconds, a month's last day) can never leave the
 calendar (``date.max + 1 day`` raises ``OverflowError``).
+
+Endpoints read their query parameters through a serializer of the ``Query*`` fields at the end (one
+serializer per endpoint, which drf-spectacular documents); the fields parse with the functions here, which the
+admin's dashboard also calls directly.
 """
 
 import datetime as dt
@@ -12,8 +16,8 @@ from collections.abc import Mapping, Sequence
 
 from django.conf import settings
 from django.utils.translation import gettext
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse
-from rest_framework import parsers
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
+from rest_framework import parsers, serializers
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
@@ -78,6 +82,11 @@ def date_param(params: Mapping, name: str, *, default: dt.date | None = None) ->
 def max_range_days() -> int:
     """The most days a ``start``..``end`` range may cover (``CPS_API_MAX_RANGE_DAYS``), on every endpoint."""
     return getattr(settings, "CPS_API_MAX_RANGE_DAYS", 366)
+
+
+def check_date_range(start: dt.date, end: dt.date) -> None:
+    """Refuse (400 naming ``end``) an ``end`` before ``start`` or a range over ``max_range_days()``."""
+    _check_range(start, end, (end - start).days + 1, max_range_days())
 
 
 def _check_range(start: object, end: object, days: float, max_days: int) -> None:
@@ -257,7 +266,8 @@ ERROR_SCHEMA = {
 }
 _ERROR_TEXT = {
     400: "A parameter or body field is refused; its name is a key of the body.",
-    403: "No credentials, wrong credentials, or not allowed to do this.",
+    401: "No credentials or wrong ones; the WWW-Authenticate header names the Token scheme.",
+    403: "Not allowed to do this: a portal token outside its scope, or staff without the view permission.",
     404: "No such object, or not visible to this token.",
     429: "Too many requests: wait the Retry-After seconds.",
 }
@@ -269,19 +279,103 @@ _ERROR_EXAMPLE = {
         "detail": "end must not be before start.",
         "end": ["end must not be before start."],
     },
-    403: {"error": "not_authenticated", "detail": "Authentication credentials were not provided."},
+    401: {"error": "not_authenticated", "detail": "Authentication credentials were not provided."},
+    403: {"error": "permission_denied", "detail": "You do not have permission to perform this action."},
     404: {"error": "not_found", "detail": "No such partner."},
     429: {"error": "throttled", "detail": "Request was throttled. Expected available in 12 seconds."},
 }
 
 
 def error_responses(*statuses: int) -> dict:
-    """The documented error responses for ``statuses`` (403 and 429 are always possible); errors are JSON."""
+    """The documented error responses for ``statuses`` (401, 403 and 429 are always possible); errors are JSON."""
     return {
         (status, "application/json"): OpenApiResponse(
             response=ERROR_SCHEMA,
             description=_ERROR_TEXT[status],
             examples=[OpenApiExample(f"{status}", value=_ERROR_EXAMPLE[status], status_codes=[status])],
         )
-        for status in sorted({*statuses, 403, 429})
+        for status in sorted({*statuses, 401, 403, 429})
     }
+
+
+# --- Query serializers: the parsers above as DRF fields -------------------------------------------------
+#
+# An endpoint declares its query parameters as one serializer of these fields and validates
+# ``request.query_params`` with it; drf-spectacular documents each field (type, format, enum, bounds, help
+# text) from the same class. The fields parse with the functions above, so checks and messages are the same
+# whether a parameter is read alone or through a serializer.
+
+
+def _as_field_error(name: str, parse):
+    try:
+        return parse()
+    except ValidationError as exc:  # the parsers name the parameter; a field's error is just its messages
+        detail = exc.detail
+        raise ValidationError(
+            detail[name] if isinstance(detail, dict) and name in detail else detail
+        ) from exc
+
+
+class _QueryField:
+    """An absent or empty parameter is left out of the validated data: the endpoint applies its default."""
+
+    def get_value(self, dictionary):
+        value = dictionary.get(self.field_name, serializers.empty)
+        return serializers.empty if value == "" else value
+
+
+class QueryDate(_QueryField, serializers.DateField):
+    """``YYYY-MM-DD``, from ``EARLIEST`` to ``LATEST``."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: date_param({name: value}, name, default=EARLIEST))
+
+
+@extend_schema_field({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$", "example": "2026-11"})
+class QueryMonth(_QueryField, serializers.Field):
+    """``YYYY-MM``: its first and last day."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: month_param({name: value}, name))
+
+
+class QueryInt(_QueryField, serializers.IntegerField):
+    """ASCII digits from ``min_value`` to ``max_value`` (both required)."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(
+            name, lambda: int_param({name: value}, name, default=0, low=self.min_value, high=self.max_value)
+        )
+
+
+class QueryChoice(_QueryField, serializers.ChoiceField):
+    """One of ``choices`` (strings or integers: an integer choice is answered as an int)."""
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        by_text = {str(choice): choice for choice in self.choices}
+        return by_text[
+            _as_field_error(name, lambda: choice_param({name: value}, name, choices=list(by_text)))
+        ]
+
+
+class QueryText(_QueryField, serializers.CharField):
+    """Printable text of at most ``MAX_LENGTH`` characters, read further by the endpoint."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value):
+        name = self.field_name
+        return _as_field_error(name, lambda: _raw({name: value}, name))
+
+
+def query(serializer_class: type[serializers.Serializer], request, **context) -> dict:
+    """Validate ``request``'s query parameters with ``serializer_class``; a 400 names each bad parameter."""
+    serializer = serializer_class(data=request.query_params, context=context)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

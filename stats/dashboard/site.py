@@ -1,8 +1,17 @@
 """The admin site: its index is the statistics dashboard, and it serves the partner page."""
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.urls import path
 from django.utils.translation import gettext_lazy as _
+
+# What the "statistics viewers" group (cpsproject.common.viewers) grants for the figures of every partner.
+READ_STATISTICS = "stats.view_dailystat"
+
+
+def can_read_statistics(user) -> bool:
+    """Whether ``user`` (staff) may read the statistics pages: the dashboard, the partner page, /metrics."""
+    return user.is_active and user.is_staff and user.has_perm(READ_STATISTICS)
 
 
 class StatsAdminSite(admin.AdminSite):
@@ -13,14 +22,22 @@ class StatsAdminSite(admin.AdminSite):
     site_url = None
 
     def index(self, request, extra_context=None):
-        """Show the dashboard, with the list of models below it: the first page every staff user sees."""
+        """Show the dashboard, with the list of models below it: the first page a statistics viewer sees.
+
+        Staff without the statistics (``stats.view_dailystat``) get Django's plain index: the models they may
+        open, and no figure.
+        """
         from stats.dashboard.views import dashboard  # the views read models: import them once apps are ready
 
+        if not can_read_statistics(request.user):
+            return super().index(request, extra_context)
         return dashboard(request, site=self)
 
     def partner_network_view(self, request, code: str):
         from stats.dashboard.views import partner_network
 
+        if not can_read_statistics(request.user):
+            raise PermissionDenied
         return partner_network(request, code, site=self)
 
     def get_urls(self):

@@ -1,7 +1,8 @@
 """The dashboard (the admin index) and the partner page: read the selectors, hand numbers to templates.
 
-Both pages are statistics, which every active staff user may read. Query parameters are validated by the
-shared parsers; a bad one becomes a message on the page and its default is used instead, never a 500.
+Both pages are statistics, for staff with ``stats.view_dailystat`` (the site checks it before calling them).
+Query parameters are validated by the shared parsers; a bad one becomes a message on the page and its default
+is used instead, never a 500.
 """
 
 import datetime as dt
@@ -110,6 +111,9 @@ def pipeline_health(*, today: dt.date) -> dict | None:
     for name in ("last_flush", "last_reconcile"):
         if panel.get(name):
             panel[name] = to_local(panel[name])
+    # Lag is as of when its end offsets were seen (by a consumer or the probe job): say how old the oldest is.
+    seen = [row.seen_at for row in panel.get("lag") or () if row.seen_at is not None]
+    panel["lag_seen"] = to_local(min(seen)) if seen else None
     return panel
 
 

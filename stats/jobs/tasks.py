@@ -36,3 +36,15 @@ def maintain_windows_task() -> str:
 
     with job_run("maintain_windows"):  # no lock to record it: rotation and cleaning are idempotent
         return f"{rotate_all()}; {clean_series()}"
+
+
+def probe_kafka_task() -> str:
+    """Ask Kafka for the topic's end offsets and record them: pages read lag from Redis, never from Kafka."""
+    from stats.pipeline.lag import KafkaUnavailable, probe_end_offsets
+
+    try:
+        ends = probe_end_offsets()
+    except KafkaUnavailable as exc:
+        logger.warning("Kafka probe: %s", exc)
+        return f"Kafka probe failed: {exc}"
+    return f"Kafka probe: end offsets of {len(ends)} partitions recorded"

@@ -30,6 +30,7 @@ from stats.pipeline.ingest import (
     stored_offsets,
 )
 from stats.pipeline.isolation import Backoff, StopRequested
+from stats.pipeline.lag import record_end_offsets
 from stats.pipeline.record_decoding import decode_records_compiled
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,16 @@ def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[tuple[str, int], i
             consumer.seek(tp, stored)
 
 
+# How often a consumer records the end offsets its fetches saw (for lag on the dashboard and /metrics).
+END_OFFSETS_EVERY_SECONDS = 1.0
+
+
+def _record_high_watermarks(consumer: KafkaConsumer, topic: str) -> None:
+    # The fetch responses already carry each partition's end offset: recording them costs no Kafka request.
+    ends = {tp.partition: consumer.highwater(tp) for tp in consumer.assignment()}
+    record_end_offsets(topic, {p: end for p, end in ends.items() if end is not None})
+
+
 def _messages(polled: dict[TopicPartition, list]) -> list[Message]:
     """The polled records as ``Message`` tuples, partition by partition in offset order."""
     messages: list[Message] = []
@@ -269,6 +280,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
     total = BatchResult()
     idle = IdleClock(exit_when_idle)
     backoff = Backoff(cap=5.0)
+    ends_recorded = 0.0
 
     def finish(counted: list[Future[BatchResult]]) -> None:
         for future in counted:
@@ -298,6 +310,9 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
                 time.sleep(delay)
                 continue
             backoff = Backoff(cap=5.0)
+            if began - ends_recorded >= END_OFFSETS_EVERY_SECONDS:
+                _record_high_watermarks(consumer, topic)
+                ends_recorded = began
             messages = _messages(polled)
             if not messages:
                 finish(counting.drain())

@@ -1,7 +1,8 @@
 """The stats endpoints of /api/v1/: partner days, 5-minute buckets, rankings and time series.
 
-Each reads the clock once per request and parses its parameters with ``cpsproject.common.params`` (a 400
-naming the parameter). Each answers JSON, or with ``?format=csv`` a streamed CSV of the same rows.
+Each reads the clock once per request and validates its parameters with its serializer (``serializers``, on
+``cpsproject.common.params``: a 400 naming the parameter). Each answers JSON, or with ``?format=csv`` a
+streamed CSV of the same rows.
 """
 
 import datetime as dt
@@ -12,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,20 +21,26 @@ from rest_framework.settings import api_settings
 
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
 from cpsproject.common.params import (
-    choice_param,
-    date_param,
-    date_range_params,
     error_responses,
-    int_param,
     moment_range_params,
+    query,
 )
 from cpsproject.common.timeutil import epoch, floor_local, local_day
-from partners.permissions import get_visible_partner, visible_partners
-from stats.counters.rankings import top_partners, windows
-from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, precisions, read_series
+from partners.permissions import IsStaffOrPortal, get_visible_partner, visible_partners
+from stats.counters.rankings import top_partners
+from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, read_series
 from stats.read.selectors import partner_bucket_series, partner_days
+from stats.read.serializers import BucketsQuery, RankingsQuery, SeriesQuery, StatsQuery
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
+
+
+class DailyReaders(IsStaffOrPortal):
+    staff_perms = ("stats.view_dailystat",)
+
+
+class BucketReaders(IsStaffOrPortal):
+    staff_perms = ("stats.view_bucketstat",)
 
 
 def _answer(
@@ -50,19 +57,6 @@ def _answer(
 _CODE = OpenApiParameter(
     "code", str, OpenApiParameter.PATH, description="A partner code the caller may see (else 404)."
 )
-_DATE_RANGE = [
-    OpenApiParameter(
-        "start",
-        dt.date,
-        description="First day, inclusive (YYYY-MM-DD, business time zone). Default: six days before end.",
-    ),
-    OpenApiParameter(
-        "end",
-        dt.date,
-        description="Last day, inclusive. Default: today. The range may cover at most CPS_API_MAX_RANGE_DAYS "
-        "days (366).",
-    ),
-]
 _DAY_FIELDS = (
     "PartnerDay",
     {
@@ -113,7 +107,7 @@ SERIES_HEADER = ["ts", "count"]
 @extend_schema(
     summary="Daily PV and UV of one partner",
     description="One entry per day from start to end; unflushed Redis counts included, reconciled days final.",
-    parameters=[_CODE, *_DATE_RANGE, csv_format_parameter()],
+    parameters=[_CODE, StatsQuery, csv_format_parameter()],
     responses={
         (200, "application/json"): _STATS,
         (200, "text/csv"): csv_response_doc(STATS_HEADER),
@@ -142,15 +136,14 @@ SERIES_HEADER = ["ts", "count"]
     ],
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     """Days of PV/UV (subtree and own) for one partner; reconciled days are final."""
     partner = get_visible_partner(request.user, code)
     now = timezone.now()  # one clock reading per request
-    today = local_day(now)
-    start, end = date_range_params(
-        request.query_params, default_start=today - dt.timedelta(days=6), default_end=today
-    )
+    params = query(StatsQuery, request, today=local_day(now))
+    start, end = params["start"], params["end"]
     days = partner_days(partner=partner, start=start, end=end, now=now)
     body = {
         "partner": partner.code,
@@ -176,13 +169,7 @@ def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
 @extend_schema(
     summary="The 5-minute PV buckets of one partner-day",
     description="288 buckets from 00:00 to 23:55 (business time), zero-filled.",
-    parameters=[
-        _CODE,
-        OpenApiParameter(
-            "date", dt.date, description="The day (YYYY-MM-DD, business time zone). Default: today."
-        ),
-        csv_format_parameter(),
-    ],
+    parameters=[_CODE, BucketsQuery, csv_format_parameter()],
     responses={
         (200, "application/json"): _BUCKET,
         (200, "text/csv"): csv_response_doc(BUCKETS_HEADER),
@@ -190,12 +177,13 @@ def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     },
 )
 @api_view(["GET"])
+@permission_classes([BucketReaders])
 @renderer_classes(RENDERERS)
 def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
     """The 5-minute PV series of one partner-day, zero-filled."""
     partner = get_visible_partner(request.user, code)
     now = timezone.now()
-    day = date_param(request.query_params, "date", default=local_day(now))
+    day = query(BucketsQuery, request).get("date") or local_day(now)
     body = [
         {"start": start.isoformat(), "pv": pv, "pv_self": pv_self}
         for start, pv, pv_self in partner_bucket_series(partner=partner, day=day, now=now)
@@ -209,19 +197,7 @@ def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
 @extend_schema(
     summary="Top partners by PV over a sliding window",
     description="Staff see every partner; a portal token sees its own subtree ranked.",
-    parameters=[
-        OpenApiParameter(
-            "window", str, enum=["1h", "24h", "7d"], description="The sliding window. Default 24h."
-        ),
-        OpenApiParameter("limit", int, description="How many partners, 1 to 1000. Default 10."),
-        OpenApiParameter(
-            "scope",
-            str,
-            enum=["tree", "self"],
-            description="tree (default): a partner's whole subtree PV; self: its own PV only.",
-        ),
-        csv_format_parameter(),
-    ],
+    parameters=[RankingsQuery, csv_format_parameter()],
     responses={
         (200, "application/json"): _RANK,
         (200, "text/csv"): csv_response_doc(RANKINGS_HEADER),
@@ -229,13 +205,12 @@ def partner_buckets(request: Request, code: str) -> Response | HttpResponseBase:
     },
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def partner_rankings(request: Request) -> Response | HttpResponseBase:
     """Top partners by PV over a sliding window; a portal token sees its own subtree ranked."""
-    params = request.query_params
-    window = choice_param(params, "window", choices=list(windows()), default="24h")
-    scope = choice_param(params, "scope", choices=["tree", "self"], default="tree")
-    limit = int_param(params, "limit", default=10, low=1, high=1000)
+    params = query(RankingsQuery, request)
+    window, scope, limit = params["window"], params["scope"], params["limit"]
     among = None
     if not request.user.is_staff:
         among = set(visible_partners(request.user).values_list("code", flat=True))
@@ -255,25 +230,7 @@ def partner_rankings(request: Request) -> Response | HttpResponseBase:
         f"(no offset: business time). At most {MAX_POINTS} samples: a longer range is a 400 naming start."
     ),
     parameters=[
-        OpenApiParameter(
-            "precision",
-            int,
-            enum=[1, 5, 60, 300, 3600, 18000, 86400],
-            description="Sample length in seconds. Default 60.",
-        ),
-        OpenApiParameter(
-            "partner",
-            str,
-            description="A partner code: its subtree's PV. Without it (staff only): every human PV of the site.",
-        ),
-        OpenApiParameter(
-            "start",
-            str,
-            description="A date (its first instant) or an ISO-8601 datetime. Default: 59 samples before end.",
-        ),
-        OpenApiParameter(
-            "end", str, description="A date (its last instant) or an ISO-8601 datetime. Default: now."
-        ),
+        SeriesQuery,
         csv_format_parameter(),
     ],
     responses={
@@ -291,14 +248,15 @@ def partner_rankings(request: Request) -> Response | HttpResponseBase:
     ],
 )
 @api_view(["GET"])
+@permission_classes([DailyReaders])
 @renderer_classes(RENDERERS)
 def series(request: Request) -> Response | HttpResponseBase:
     """Zero-filled counts at one precision for the site (human PV) or one partner's subtree."""
-    params = request.query_params
-    known = [str(p) for p in precisions()]
-    precision = int(choice_param(params, "precision", choices=known, default="60"))
-    if params.get("partner"):
-        code = get_visible_partner(request.user, params["partner"]).code
+    given = query(SeriesQuery, request)
+    precision = given["precision"]
+    params = request.query_params  # start and end: dates or datetimes, read with their defaults below
+    if given.get("partner"):
+        code = get_visible_partner(request.user, given["partner"]).code
         counter = partner_counter(code)
     elif request.user.is_staff:
         code, counter = ALL_TRAFFIC, ALL_TRAFFIC

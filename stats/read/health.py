@@ -5,10 +5,14 @@ Each check compares one figure with a threshold from ``CPS_STATS`` (``HEALTH_*``
 """
 
 import datetime as dt
+from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from redis.exceptions import RedisError
 
 from cpsproject.common.timeutil import local_day, to_local
 from stats.conf import stats_setting
@@ -17,14 +21,48 @@ from stats.read import pipeline_status
 
 
 def health_problems(*, now: dt.datetime | None = None) -> list[str]:
-    """Return one line per problem of the pipeline; an empty list when it is healthy."""
+    """Return one line per problem of the pipeline; an empty list when it is healthy.
+
+    A service out of reach is one problem, named once, however many checks needed it.
+    """
     now = now or timezone.now()
-    return [*_lag(), *_flush(now), *_reconcile(now), *_dead_letters(now)]
+    checks: list[Callable[[], list[str]]] = [
+        _lag,
+        lambda: _flush(now),
+        lambda: _reconcile(now),
+        lambda: _dead_letters(now),
+    ]
+    problems: list[str] = []
+    for check in checks:
+        try:
+            found = check()
+        except RedisError as exc:
+            found = [
+                _("Redis at %(url)s did not answer (%(error)s)") % {"url": _redis_address(), "error": exc}
+            ]
+        except DatabaseError as exc:
+            # mysqlclient's errors are (code, message): the message says it.
+            found = [
+                _("the database did not answer (%(error)s)")
+                % {"error": _one_line(exc.args[-1] if exc.args else exc)}
+            ]
+        problems.extend(line for line in found if line not in problems)
+    return problems
+
+
+def _redis_address() -> str:
+    # Never the password a redis:// URL may carry.
+    url = urlsplit(settings.REDIS_URL)
+    return f"{url.hostname}:{url.port or 6379}"
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 def _lag() -> list[str]:
     try:
-        lags = pipeline_status.read_consumer_lag()
+        lags = pipeline_status.probe_consumer_lag()
     except pipeline_status.KafkaUnavailable as exc:
         return [_("consumer lag unknown: %(error)s") % {"error": exc}]
     limit = stats_setting("HEALTH_MAX_LAG")

@@ -3,7 +3,7 @@ dashboard show.
 
 Nothing here reads process memory: the consumer, the django-q2 workers and the web server are separate
 processes, so every figure comes from where they leave it: Redis (offsets, counts written with the counters,
-job runs), Kafka (end offsets) and SQL (dead letters, drift).
+job runs, Kafka end offsets as last seen) and SQL (dead letters, drift). Only ``probe_consumer_lag`` asks Kafka.
 """
 
 import datetime as dt
@@ -18,21 +18,20 @@ from cpsproject.common import jobruns
 from cpsproject.common.timeutil import day_bounds
 from stats import keys
 from stats.models import DeadLetter, ReconcileDrift
+from stats.pipeline import lag
 from stats.pipeline.ingest import stored_offsets
 from stats.read.selectors import outermost_rows
 
 logger = logging.getLogger(__name__)
-
-# Kafka calls made at scrape or health-check time give up after this long (an unreachable broker costs ~2 s).
-KAFKA_TIMEOUT_MS = 1500
 
 
 @dataclass(frozen=True)
 class PartitionLag:
     partition: int
     stored_offset: int | None  # the next offset the consumers will read, as stored with the counters
-    end_offset: int
-    lag: int  # messages in the partition not counted yet
+    end_offset: int | None  # as last seen (None: never seen yet)
+    lag: int | None  # messages in the partition not counted yet, as of ``seen_at``
+    seen_at: dt.datetime | None  # when the end offset was seen
 
 
 @dataclass(frozen=True)
@@ -42,62 +41,45 @@ class Drift:
     uv_drift: int
 
 
-class KafkaUnavailable(Exception):
-    """The broker could not be asked for the topic's end offsets."""
+KafkaUnavailable = lag.KafkaUnavailable
 
 
-def read_consumer_lag() -> list[PartitionLag]:
-    """Return the lag of every partition of the topic; raise ``KafkaUnavailable`` if Kafka does not answer."""
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import KafkaError
-
-    topic, group = settings.KAFKA_TOPIC, settings.KAFKA_GROUP_ID
-    try:
-        # No group_id: this consumer only asks for offsets, it must not join (and rebalance) the real group.
-        consumer = KafkaConsumer(
-            bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
-            enable_auto_commit=False,
-            request_timeout_ms=KAFKA_TIMEOUT_MS,
-            bootstrap_timeout_ms=KAFKA_TIMEOUT_MS,
-            client_id="cps-pipeline-status",
-            allow_auto_create_topics=False,  # asking about a topic must not create it
-        )
-    except KafkaError as exc:
-        raise KafkaUnavailable(f"Kafka at {settings.KAFKA_BOOTSTRAP_SERVERS} did not answer ({exc})") from exc
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            return []
-        ends = consumer.end_offsets(partitions)
-        stored = stored_offsets(group=group, source=topic)
+def _lags(ends: dict[int, lag.EndOffset]) -> list[PartitionLag]:
+    stored = stored_offsets(group=settings.KAFKA_GROUP_ID, source=settings.KAFKA_TOPIC)
+    rows = []
+    for partition in sorted(set(ends) | set(stored)):
+        end = ends.get(partition)
+        if end is None:
+            rows.append(PartitionLag(partition, stored.get(partition), None, None, None))
+            continue
         # A partition is read from its stored offset, or from its first message when it has none
         # (auto_offset_reset=earliest) or when retention deleted the messages up to its stored offset.
-        begins = consumer.beginning_offsets(partitions)
-    except KafkaError as exc:
-        raise KafkaUnavailable(f"Kafka did not give the end offsets of {topic} ({exc})") from exc
-    finally:
-        consumer.close()
-    lags = []
-    for tp in partitions:
-        start = max(stored.get(tp.partition, 0), begins[tp])
-        lags.append(
+        start = max(stored.get(partition, 0), end.begin or 0)
+        rows.append(
             PartitionLag(
-                partition=tp.partition,
-                stored_offset=stored.get(tp.partition),
-                end_offset=ends[tp],
-                lag=max(ends[tp] - start, 0),
+                partition, stored.get(partition), end.offset, max(end.offset - start, 0), end.seen_at
             )
         )
-    return lags
+    return rows
+
+
+def probe_consumer_lag() -> list[PartitionLag]:
+    """Ask Kafka now (bounded, see ``stats.pipeline.lag``) and return the lag of every partition of the topic.
+
+    Raise ``KafkaUnavailable`` if Kafka does not answer. For ``manage.py health`` and the probe job, never for
+    a page: those read ``consumer_lag``.
+    """
+    return _lags(lag.probe_end_offsets())
 
 
 def consumer_lag() -> list[PartitionLag]:
-    """Return the lag of every partition of the topic, or ``[]`` (and a logged warning) if Kafka is out of reach."""
-    try:
-        return read_consumer_lag()
-    except KafkaUnavailable as exc:
-        logger.warning("consumer lag unknown: %s", exc)
-        return []
+    """Return the lag of every partition from the end offsets last recorded in Redis; never waits on Kafka."""
+    return _lags(lag.recorded_end_offsets(settings.KAFKA_TOPIC))
+
+
+def last_kafka_probe() -> lag.Probe | None:
+    """Return when the last live probe of Kafka ran and what went wrong, or None."""
+    return lag.last_probe()
 
 
 def last_job_success(name: str) -> dt.datetime | None:

@@ -1,46 +1,101 @@
-"""Statistics are for every staff user; dead letters and partner editing need their model permissions."""
+"""Least privilege: statistics are for staff in the "statistics viewers" group (or with its view permissions);
+dead letters and partner editing need their own model permissions."""
+
+import importlib
 
 import pytest
-from django.contrib.auth.models import Permission
+from django.apps import apps
+from django.contrib.auth.models import Group, Permission
+from django.test import Client
 
+from cpsproject.common.viewers import PERMISSIONS
 from tests.admin.conftest import CLOCK
 from tests.factories import create_staff, create_tree
 
 pytestmark = [pytest.mark.django_db, pytest.mark.time_machine(CLOCK, tick=False)]
 
 STATISTICS = [
-    "/admin/",
     "/admin/stats/dailystat/",
     "/admin/stats/dailystat/export.csv",
     "/admin/stats/bucketstat/",
     "/admin/stats/reconciledrift/",
     "/admin/loginlog/loginmonth/",
+    "/admin/loginlog/loginmonth/activity/",
     "/admin/network/A/",
+    "/metrics",
+]
+API = [
+    "/api/v1/partners/",
+    "/api/v1/partners/A/",
+    "/api/v1/partners/A/stats/?start=2026-11-21&end=2026-11-22",
+    "/api/v1/partners/A/buckets/?date=2026-11-22",
+    "/api/v1/rankings/partners/",
+    "/api/v1/series/?partner=A&precision=300&start=2026-11-22T00:00:00%2B08:00&end=2026-11-22T01:00:00%2B08:00",
+    "/api/v1/logins/client/7/",
+    "/api/v1/logins/active/?user_type=client&start=2026-11-21&end=2026-11-22",
+    "/api/v1/logins/counts/?user_type=client",
 ]
 GUARDED = [
     "/admin/stats/deadletter/",
     "/admin/stats/deadletter/export.csv",
-    "/admin/partners/partner/",
     "/admin/partners/partner/add/",
 ]
 
 
-@pytest.fixture
-def plain_staff(client):
+def staff_client(*, viewer: bool) -> Client:
     create_tree()
-    create_staff()
+    create_staff(viewer=viewer)
+    client = Client()
     client.login(username="staff", password="pw")
     return client
 
 
-def test_staff_without_permissions_read_statistics_but_not_dead_letters_or_partners(plain_staff):
-    for url in STATISTICS:
-        assert plain_staff.get(url).status_code == 200, url
+def test_staff_without_the_group_are_refused_every_statistics_page_and_api_read():
+    staff = staff_client(viewer=False)
+    for url in STATISTICS + API + GUARDED:
+        assert staff.get(url).status_code == 403, url
+    # The admin's index stays theirs, without a figure and without the statistics models.
+    index = staff.get("/admin/")
+    assert index.status_code == 200
+    assert 'id="today-pv"' not in index.content.decode()
+    assert "/admin/stats/dailystat/" not in index.content.decode()
+    refused = staff.get("/api/v1/partners/A/stats/?start=2026-11-21&end=2026-11-22").json()
+    assert refused["detail"] == (
+        "Staff need the permissions stats.view_dailystat (the “statistics viewers” group holds them)."
+    )
+
+
+def test_staff_in_the_group_see_every_statistics_page_and_api_read_but_not_dead_letters():
+    staff = staff_client(viewer=True)
+    for url in STATISTICS + API:
+        assert staff.get(url).status_code == 200, url
+    index = staff.get("/admin/").content.decode()
+    assert 'id="today-pv"' in index and "/admin/stats/dailystat/" in index
     for url in GUARDED:
-        assert plain_staff.get(url).status_code == 403, url
-    index = plain_staff.get("/admin/").content.decode()
-    assert "/admin/stats/dailystat/" in index
-    assert "/admin/stats/deadletter/" not in index and "/admin/partners/partner/" not in index
+        assert staff.get(url).status_code == 403, url
+    assert "/admin/stats/deadletter/" not in index and "/admin/partners/partner/add/" not in index
+
+
+def test_the_group_holds_view_permissions_only():
+    staff = staff_client(viewer=True)
+    assert staff.get("/admin/partners/partner/").status_code == 200  # read-only: the partner directory
+    assert staff.get("/admin/partners/partner/add/").status_code == 403
+    assert staff.post("/api/v1/partners/", {"code": "N1", "name": "n"}).status_code == 403
+    assert staff.post("/api/v1/logins/", {"user_type": "client", "user_id": 7}).status_code == 403
+
+
+@pytest.mark.parametrize(("language", "name"), [("zh-hans", "统计查看者"), ("en", "statistics viewers")])
+def test_the_migration_ships_the_group_named_in_the_installations_language(settings, language, name):
+    settings.LANGUAGE_CODE = language
+    Group.objects.all().delete()
+    migration = importlib.import_module("stats.migrations.0008_statistics_viewers_group")
+    migration.create_group(apps, None)
+    migration.create_group(apps, None)  # run twice (a re-applied migration): still one group
+    (group,) = Group.objects.all()
+    assert group.name == name
+    held = {(p.content_type.app_label, p.codename) for p in group.permissions.all()}
+    assert held == set(PERMISSIONS)
+    assert all(codename.startswith("view_") for _app, codename in held)
 
 
 def test_statistics_are_read_only_even_for_superusers(admin_client):
@@ -49,14 +104,15 @@ def test_statistics_are_read_only_even_for_superusers(admin_client):
     assert admin_client.get("/admin/stats/bucketstat/add/").status_code == 403
 
 
-def test_model_permissions_open_dead_letters_and_partner_editing(plain_staff, django_user_model):
+def test_model_permissions_open_dead_letters_and_partner_editing(django_user_model):
+    staff = staff_client(viewer=False)
     user = django_user_model.objects.get(username="staff")
     user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
-    assert plain_staff.get("/admin/stats/deadletter/").status_code == 200
-    assert plain_staff.get("/admin/partners/partner/").status_code == 403
+    assert staff.get("/admin/stats/deadletter/").status_code == 200
+    assert staff.get("/admin/partners/partner/").status_code == 403
     user.user_permissions.add(*Permission.objects.filter(codename__in=["view_partner", "change_partner"]))
-    assert plain_staff.get("/admin/partners/partner/").status_code == 200
-    assert "/admin/stats/deadletter/" in plain_staff.get("/admin/").content.decode()
+    assert staff.get("/admin/partners/partner/").status_code == 200
+    assert "/admin/stats/deadletter/" in staff.get("/admin/").content.decode()
 
 
 def test_people_who_are_not_staff_are_sent_to_the_login_page(client, django_user_model):

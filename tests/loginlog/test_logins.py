@@ -179,7 +179,7 @@ def test_login_api():
     assert page["count"] == 2 and page["results"] == [1001, 1002]
     assert "user_type" in client.get("/api/v1/logins/active/?user_type=robot").json()
     assert client.get("/api/v1/logins/counts/?user_type=client&date=2025-11-01").json()["wau"] == 2
-    assert APIClient().get("/api/v1/logins/active/").status_code == 403
+    assert APIClient().get("/api/v1/logins/active/").status_code == 401
 
 
 def test_active_ids_and_pages_over_a_large_sparse_id_space():

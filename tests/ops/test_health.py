@@ -11,7 +11,7 @@ from django.utils import timezone
 from cpsproject.common import jobruns
 from cpsproject.common.timeutil import local_day
 from stats.models import DailyStat
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, free_port, subprocess_env
 from tests.factories import at, create_tree, feed, pv_event
 from tests.ops.conftest import produce
 
@@ -124,3 +124,40 @@ def test_the_command_exit_code_as_a_monitoring_system_sees_it(kafka_settings):
     healthy_now(settings)
     healthy = run()
     assert (healthy.returncode, healthy.stdout, healthy.stderr) == (0, "ok\n", "")
+
+
+def run_health(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "health"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("service", ["redis", "database", "kafka"])
+def test_a_service_out_of_reach_is_one_line_and_exit_one_without_a_traceback(service, settings, kafka_down):
+    port = free_port()
+    broken = {
+        "redis": {"REDIS_URL": f"redis://127.0.0.1:{port}/0"},
+        "database": {"DATABASE_URL": f"mysql://root@127.0.0.1:{port}/cps"},
+        "kafka": {},  # kafka_down: nothing listens on the product's Kafka address
+    }[service]
+    ran = run_health(subprocess_env(settings, CPS_LANGUAGE_CODE="en", **broken))
+    lines = ran.stdout.splitlines()
+    expected = {
+        "redis": f"Redis at 127.0.0.1:{port} did not answer (Error 111 connecting to 127.0.0.1:{port}. "
+        "Connection refused.)",
+        "database": "the database did not answer (Can't connect to server on '127.0.0.1' (",
+        "kafka": f"consumer lag unknown: Kafka at {kafka_down} did not answer "
+        f"(KafkaTimeoutError: Unable to bootstrap from {kafka_down})",
+    }[service]
+    assert ran.returncode == 1
+    # Nothing on stderr: no traceback, and none of kafka-python's per-attempt connection errors.
+    assert ran.stderr == ""
+    # One line for the service, however many checks needed it (mysqlclient's errno varies: 111 or 115).
+    assert len([line for line in lines if line.startswith(expected)]) == 1
+    assert service == "database" or expected in lines

@@ -1,6 +1,8 @@
 """``/metrics``: Prometheus text parsed back, numbers written from the inputs; staff or the token only."""
 
 import datetime as dt
+import logging
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -9,8 +11,10 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from stats.jobs.flush import flush
+from stats.jobs.tasks import probe_kafka_task
 from stats.pipeline import metrics
 from stats.pipeline.ingest import Message, process_batch
+from tests.conftest import free_port
 from tests.factories import at, create_staff, create_tree, feed, pv_event
 from tests.ops.conftest import produce
 
@@ -55,7 +59,7 @@ def test_a_scrape_shows_events_counted_and_dead_letters_from_the_consumer(staff,
     assert samples[("cps_batch_duration_seconds_bucket", (("le", "+Inf"),))] == 1
     # Buckets A1a, A1, A, ~site, B; UV keys A1a self+tree, A1 tree, A tree, ~site self+tree, B self+tree.
     assert samples[("cps_pending_flush_keys", ())] == 5 + 8
-    assert samples[("cps_kafka_up", ())] == 0
+    assert ("cps_kafka_up", ()) not in samples  # no lag probe has run yet
     assert not [key for key in samples if key[0] == "cps_consumer_lag"]
 
 
@@ -119,13 +123,32 @@ def test_consumer_lag_per_partition_through_the_broker(kafka_settings, staff):
         group=settings.KAFKA_GROUP_ID,
         now=now,
     )
+    probe_kafka_task()  # the minute job: a scrape reads what it recorded
+    settings.KAFKA_BOOTSTRAP_SERVERS = f"127.0.0.1:{free_port()}"  # the scrape does not ask Kafka
     samples = scrape(staff)
     lag = {
         dict(labels)["partition"]: v for (name, labels), v in samples.items() if name == "cps_consumer_lag"
     }
     assert lag == {"0": 1, "1": 0, "2": 2}
+    seen = {
+        dict(labels)["partition"]: v
+        for (name, labels), v in samples.items()
+        if name == "cps_kafka_end_offset_seen_timestamp_seconds"
+    }
+    assert set(seen) == {"0", "1", "2"}
+    assert all(abs(v - now.timestamp()) < 60 for v in seen.values())
     assert samples[("cps_kafka_up", ())] == 1
     assert samples[("cps_events_counted_total", ())] == 3
+
+
+def test_a_scrape_with_kafka_out_of_reach_is_fast_and_logs_nothing_of_kafka(staff, kafka_down, caplog):
+    probe_kafka_task()  # the job found Kafka gone
+    started = time.monotonic()
+    with caplog.at_level(logging.DEBUG):
+        samples = scrape(staff)
+    assert time.monotonic() - started < 0.5  # was 1.5 s or more: the scrape asked Kafka itself
+    assert samples[("cps_kafka_up", ())] == 0
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("kafka")] == []
 
 
 def test_metrics_need_staff_or_the_token(settings, kafka_down):

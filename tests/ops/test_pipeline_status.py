@@ -2,6 +2,8 @@
 
 import datetime as dt
 import logging
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,15 +15,22 @@ from loginlog.services import sync_logins
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import reconcile
 from stats.jobs.retention import purge_task
-from stats.jobs.tasks import flush_task, maintain_windows_task
+from stats.jobs.tasks import flush_task, maintain_windows_task, probe_kafka_task
 from stats.models import DeadLetter, ReconcileDrift
 from stats.pipeline.ingest import Message, process_batch
 from stats.read import pipeline_status
 from stats.read.pipeline_status import Drift, PartitionLag
+from tests.conftest import ROOT, free_port, subprocess_env
 from tests.factories import at, create_tree, feed, pv_event
 from tests.ops.conftest import produce
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def kafka_down_address() -> str:
+    return f"127.0.0.1:{free_port()}"
+
 
 DAY = dt.date(2026, 11, 21)
 NOON = at("2026-11-21 12:00")
@@ -132,33 +141,74 @@ def test_pending_flush_keys_counts_bucket_and_uv_keys():
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.kafka
-def test_consumer_lag_is_end_offsets_minus_stored_offsets(kafka_settings):
+def test_consumer_lag_is_end_offsets_minus_stored_offsets(kafka_settings, kafka_down_address):
     settings = kafka_settings
     create_tree()
     now = timezone.now()
     values = [pv_event(now, "A1", f"u{n}") for n in range(8)]
     produce(settings, {0: values[:5], 1: values[5:]})
-    assert pipeline_status.consumer_lag() == [
-        PartitionLag(partition=0, stored_offset=None, end_offset=5, lag=5),
-        PartitionLag(partition=1, stored_offset=None, end_offset=3, lag=3),
-        PartitionLag(partition=2, stored_offset=None, end_offset=0, lag=0),
+    assert pipeline_status.consumer_lag() == []  # nothing seen yet: a page asks Redis, never Kafka
+    probed = pipeline_status.probe_consumer_lag()
+    seen = probed[0].seen_at
+    assert abs((seen - timezone.now()).total_seconds()) < 5
+    assert probed == [
+        PartitionLag(partition=0, stored_offset=None, end_offset=5, lag=5, seen_at=seen),
+        PartitionLag(partition=1, stored_offset=None, end_offset=3, lag=3, seen_at=seen),
+        PartitionLag(partition=2, stored_offset=None, end_offset=0, lag=0, seen_at=seen),
     ]
     # The consumer counts the first two messages of partition 0 and stores offset 2 with the counters.
     messages = [Message(settings.KAFKA_TOPIC, 0, offset, values[offset]) for offset in (0, 1)]
     process_batch(messages, group=settings.KAFKA_GROUP_ID, now=now)
+    # Read from what the probe recorded, with Kafka gone: the stored offset moved, the end offsets are as seen.
+    settings.KAFKA_BOOTSTRAP_SERVERS = kafka_down_address
     assert pipeline_status.consumer_lag()[0] == PartitionLag(
-        partition=0, stored_offset=2, end_offset=5, lag=3
+        partition=0, stored_offset=2, end_offset=5, lag=3, seen_at=seen.replace(microsecond=0)
     )
 
 
-def test_consumer_lag_is_empty_and_warns_within_two_seconds_when_kafka_is_out_of_reach(kafka_down, caplog):
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.kafka
+@pytest.mark.real_clock
+def test_the_consumer_records_the_end_offsets_its_fetches_saw(kafka_settings, kafka_down_address):
+    settings = kafka_settings
+    produce(settings, {0: [b"m0", b"m1", b"m2"], 2: [b"m3"]})
+    before = timezone.now().replace(microsecond=0)
+    ran = subprocess.run(
+        [sys.executable, "manage.py", "consume", "--exit-when-idle", "2"],
+        cwd=ROOT,
+        env=subprocess_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    settings.KAFKA_BOOTSTRAP_SERVERS = kafka_down_address  # the figures come from Redis alone
+    lags = {row.partition: row for row in pipeline_status.consumer_lag()}
+    assert {p: (row.stored_offset, row.end_offset, row.lag) for p, row in lags.items()} == {
+        0: (3, 3, 0),
+        1: (None, 0, 0),
+        2: (1, 1, 0),
+    }
+    assert all(before <= row.seen_at <= timezone.now() for row in lags.values())
+
+
+def test_the_lag_probe_gives_up_within_two_seconds_in_one_line_of_log_when_kafka_is_out_of_reach(
+    kafka_down, caplog
+):
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="stats.read.pipeline_status"):
-        assert pipeline_status.consumer_lag() == []
-    assert time.monotonic() - started < 2.5
-    assert [
-        r.getMessage().split(":")[0] for r in caplog.records if r.name == "stats.read.pipeline_status"
-    ] == ["consumer lag unknown"]
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(pipeline_status.KafkaUnavailable):
+            pipeline_status.probe_consumer_lag()
+        assert probe_kafka_task().startswith(f"Kafka probe failed: Kafka at {kafka_down} did not answer")
+    assert time.monotonic() - started < 5  # two probes
+    # kafka-python logs an ERROR per connection attempt; a probe keeps them out of the log.
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("kafka")] == []
+    assert [r.getMessage().split(":")[0] for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "Kafka probe"
+    ]
+    probe = pipeline_status.last_kafka_probe()
+    assert probe.error.startswith(f"Kafka at {kafka_down} did not answer")
+    assert pipeline_status.consumer_lag() == []
 
 
 @pytest.mark.time_machine("2026-11-21T13:00:00+08:00", tick=False)

@@ -49,9 +49,10 @@ def test_list_filters_by_parent_and_level(staff_client):
 
 
 def test_anonymous_is_refused():
-    # 403, not 401: the API sends no WWW-Authenticate challenge (the README's error shape; test_api_hostile).
+    # 401 with the challenge that says how to authenticate (the README's error shape; test_api_hostile).
     response = APIClient().get("/api/v1/partners/")
-    assert (response.status_code, response.json()["error"]) == (403, "not_authenticated")
+    assert (response.status_code, response.json()["error"]) == (401, "not_authenticated")
+    assert response["WWW-Authenticate"] == "Token"
 
 
 def test_staff_creates_partner_and_gets_400_for_a_fourth_level(staff_client):

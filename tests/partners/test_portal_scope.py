@@ -26,7 +26,7 @@ def test_a_revoked_token_stops_working_at_once():
     assert status(client, "A1") == 200
     Token.objects.filter(user__username="portal-A1").delete()
     refused = client.get(f"/api/v1/partners/A1/stats/?start={DAY}&end={DAY}")
-    assert refused.status_code == 403 and refused.json()["error"] == "authentication_failed"
+    assert refused.status_code == 401 and refused.json()["error"] == "authentication_failed"
 
 
 def test_a_portal_account_pointed_at_another_partner_sees_that_subtree_at_once():

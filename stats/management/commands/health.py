@@ -1,15 +1,15 @@
 import sys
 
 from django.core.management.base import BaseCommand
-from django.utils.translation import gettext_lazy as _
 
 from stats.read.health import health_problems
 
 
 class Command(BaseCommand):
-    help = _(
+    # A plain string: argparse formats the help before any translation is active, and a lazy one crashes it.
+    help = (
         "Check consumer lag, the last flush, yesterday's reconcile and today's dead letters: print ok and exit "
-        "0, or print one line per problem and exit 1."
+        "0, or print one line per problem (a service out of reach included) and exit 1."
     )
 
     def handle(self, *args, **options) -> None:

@@ -390,7 +390,7 @@ def test_the_longest_range_is_a_setting(settings):
     ("status", "url", "client_kind"),
     [
         (400, "series/?precision=7", "staff"),
-        (403, "partners/", "anonymous"),
+        (401, "partners/", "anonymous"),
         (403, "logins/counts/?user_type=client", "portal"),
         (404, "partners/NOPE/stats/", "staff"),
         (404, "partners/NOPE/stats/?format=csv", "staff"),

@@ -1,0 +1,50 @@
+"""The "statistics viewers" group: the view permissions that open every statistics page and API read to staff.
+
+Staff hold no permission by default, so a new staff account sees no statistics until it is put in this group
+(one click in the admin's user page). The group is created by a data migration (``stats`` 0008), in the
+language of the installation (``LANGUAGE_CODE``), and found again under its name in any of ``LANGUAGES``.
+Dead letters stay outside it: their payloads may hold users' data (``stats.view_deadletter`` on its own).
+"""
+
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext, gettext_noop
+
+GROUP_NAME = gettext_noop("statistics viewers")
+
+# (app label, codename): the dashboard, the partner page and the stats API need stats.view_dailystat; the
+# partner box and partner API reads need partners.view_partner; the login pages and API loginlog.view_loginmonth.
+PERMISSIONS = [
+    ("stats", "view_dailystat"),
+    ("stats", "view_bucketstat"),
+    ("stats", "view_reconciledrift"),
+    ("loginlog", "view_loginmonth"),
+    ("partners", "view_partner"),
+]
+
+
+def group_names() -> list[str]:
+    """Return the group's name in the installation's language first, then in every other language."""
+    names = []
+    for code in [settings.LANGUAGE_CODE, *(code for code, _label in settings.LANGUAGES)]:
+        with translation.override(code):
+            name = gettext(GROUP_NAME)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def ensure_statistics_viewers(*, group_model, permission_model):
+    """Return the group (created if missing) holding exactly ``PERMISSIONS`` among others it may have been given.
+
+    Takes the models as arguments so that a migration passes its historical ones.
+    """
+    names = group_names()
+    group = group_model.objects.filter(name__in=names).order_by("id").first()
+    if group is None:
+        group = group_model.objects.create(name=names[0])
+    for app_label, codename in PERMISSIONS:
+        group.permissions.add(
+            permission_model.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return group
