@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from django.conf import global_settings
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 
@@ -96,7 +97,9 @@ def gunicorn(settings, tmp_path) -> Iterator[Server]:
         server.wait(timeout=10)
 
 
-def test_gunicorn_serves_the_admin_styled_and_the_api_docs_rendered(gunicorn):
+def test_gunicorn_serves_the_admin_styled_and_the_api_docs_rendered(gunicorn, settings):
+    # The server runs the product's settings: hash the operator's password with its hasher, not the tests' fast one.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     get_user_model().objects.create_superuser(USER[0], "operator@example.com", USER[1])
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:
