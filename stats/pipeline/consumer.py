@@ -259,6 +259,9 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
         # A missing topic is an operator's job to create with its partition count; a consumer's metadata
         # request must not create it with the broker's default (after a broker lost its data, say).
         allow_auto_create_topics=False,
+        # Producers that write in transactions (exactly-once pipelines) abort some: their records must never
+        # count. The broker then serves only up to the last stable offset; record_decoding skips the aborted.
+        isolation_level="read_committed",
     )
     decode_records_compiled(consumer)
     counting = CountingThread(group=group, stop=stop)

@@ -29,6 +29,7 @@ from stats.conf import stats_setting
 from stats.models import DeadLetter
 from stats.pipeline import metrics
 from stats.pipeline.archive import get_archive
+from stats.pipeline.batch_gaps import BatchGap
 from stats.pipeline.events import EventReader, Reason, Rejected
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, queue_counters
@@ -42,7 +43,7 @@ class Message(NamedTuple):
     source: str  # the Kafka topic, or file:PATH
     partition: int
     offset: int
-    value: bytes | None
+    value: "bytes | BatchGap | None"  # a BatchGap: a record batch that holds no event (batch_gaps)
 
 
 # Makes a Message from a 4-tuple in C: the generated ``Message.__new__`` is a Python call, 0.4 µs dearer, and
@@ -133,6 +134,16 @@ class ParsedBatch:
             )
         )
 
+    def pass_gap(self, message: Message) -> None:
+        """Move the partition past a record batch that holds no event; an unreadable one becomes a dead letter."""
+        gap: BatchGap = message.value
+        where = (message.source, message.partition)
+        self.first_offsets[where] = min(self.first_offsets[where], gap.first_offset)
+        if gap.error is not None:
+            self.reject(
+                message._replace(offset=gap.first_offset, value=gap.raw), Reason.UNDECODABLE, gap.describe()
+            )
+
     def dead_counts(self, where: tuple[str, int]) -> Counter[str]:
         return Counter(d.reason for d in self.dead_letters if (d.source, d.partition) == where)
 
@@ -163,6 +174,9 @@ def parse_batch(
         parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), max(offsets) + 1)
         counted = parsed.events[where]
         for message in run:
+            if type(message.value) is BatchGap:
+                parsed.pass_gap(message)
+                continue
             try:
                 try:
                     event = reader.read(message.value)
