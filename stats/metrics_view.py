@@ -64,15 +64,33 @@ class PipelineCollector:
             labels=["topic", "partition"],
         )
         up = GaugeMetricFamily("cps_kafka_up", "1 if Kafka answered the end-offset request of this scrape.")
+        offsets = GaugeMetricFamily(
+            "cps_consumer_offset",
+            "A Kafka partition's offset counted (stored in Redis with the counters) and its end offset.",
+            labels=["topic", "partition", "offset"],
+        )
         try:
             for row in pipeline_status.read_consumer_lag():
                 lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
+                offsets.add_metric(
+                    [settings.KAFKA_TOPIC, str(row.partition), "counted"], row.stored_offset or 0
+                )
+                offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "end"], row.end_offset)
             up.add_metric([], 1)
         except pipeline_status.KafkaUnavailable as exc:
             logger.warning("metrics: consumer lag unknown: %s", exc)
             up.add_metric([], 0)
         yield lag
+        yield offsets
         yield up
+        unassigned = GaugeMetricFamily(
+            "cps_consumer_unassigned_seconds",
+            "How long a running consumer has held no partition (0 while it holds some).",
+            labels=["member"],
+        )
+        for member, seconds in sorted(pipeline_status.consumers_without_partitions().items()):
+            unassigned.add_metric([member], seconds)
+        yield unassigned
 
         runs = jobruns.all_runs()
         last_success = GaugeMetricFamily(

@@ -19,7 +19,7 @@ from stats.read import pipeline_status
 def health_problems(*, now: dt.datetime | None = None) -> list[str]:
     """Return one line per problem of the pipeline; an empty list when it is healthy."""
     now = now or timezone.now()
-    return [*_lag(), *_flush(now), *_reconcile(now), *_dead_letters(now)]
+    return [*_lag(), *_flush(now), *_reconcile(now), *_dead_letters(now), *_unassigned()]
 
 
 def _lag() -> list[str]:
@@ -79,4 +79,14 @@ def _dead_letters(now: dt.datetime) -> list[str]:
     return [
         _("%(total)d dead letters today (threshold %(limit)d): %(reasons)s")
         % {"total": total, "limit": limit, "reasons": reasons}
+    ]
+
+
+def _unassigned() -> list[str]:
+    limit = stats_setting("HEALTH_MAX_UNASSIGNED_SECONDS")
+    return [
+        _("consumer %(member)s has held no partition of %(topic)s for %(seconds)d s (threshold %(limit)d s)")
+        % {"member": member, "topic": settings.KAFKA_TOPIC, "seconds": seconds, "limit": limit}
+        for member, seconds in sorted(pipeline_status.consumers_without_partitions().items())
+        if seconds > limit
     ]

@@ -8,6 +8,7 @@ job runs), Kafka (end offsets) and SQL (dead letters, drift).
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from cpsproject.common import jobruns
 from cpsproject.common.timeutil import day_bounds
 from stats import keys
 from stats.models import DeadLetter, ReconcileDrift
+from stats.pipeline import metrics
 from stats.pipeline.ingest import stored_offsets
 
 logger = logging.getLogger(__name__)
@@ -97,6 +99,11 @@ def consumer_lag() -> list[PartitionLag]:
     except KafkaUnavailable as exc:
         logger.warning("consumer lag unknown: %s", exc)
         return []
+
+
+def consumers_without_partitions() -> dict[str, float]:
+    """Return, per running consumer of the group ("host:pid"), how long it has held no partition (0: it holds)."""
+    return metrics.seconds_without_partitions(group=settings.KAFKA_GROUP_ID, now=time.time())
 
 
 def last_job_success(name: str) -> dt.datetime | None:

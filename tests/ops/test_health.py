@@ -124,3 +124,22 @@ def test_the_command_exit_code_as_a_monitoring_system_sees_it(kafka_settings):
     healthy_now(settings)
     healthy = run()
     assert (healthy.returncode, healthy.stdout, healthy.stderr) == (0, "ok\n", "")
+
+
+@pytest.mark.time_machine("2026-11-22T03:00:00+08:00", tick=False)
+def test_a_consumer_that_held_no_partition_too_long_is_a_problem(settings, capsys, kafka_down):
+    import time
+
+    from stats.pipeline import metrics
+
+    settings.CPS_STATS = {**settings.CPS_STATS, "HEALTH_MAX_UNASSIGNED_SECONDS": 60}
+    now = time.time()
+    for member, since in [("host-a:11", now - 61.5), ("host-b:12", now - 59), ("host-c:13", None)]:
+        metrics.record_membership(
+            group=settings.KAFKA_GROUP_ID, member=member, held_none_since=since, now=now
+        )
+    code, lines = health(capsys)
+    assert code == 1
+    assert [line for line in lines if line.startswith("consumer host")] == [
+        f"consumer host-a:11 has held no partition of {settings.KAFKA_TOPIC} for 61 s (threshold 60 s)"
+    ]
