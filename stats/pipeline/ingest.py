@@ -59,6 +59,7 @@ class BatchResult:
     stale: dict[tuple[str, int], int] = field(default_factory=dict)
     # the next offset stored with the counters, per partition counted
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    drained: str | None = None  # the topic ``consume --exit-when-idle`` found counted to its end offsets
 
     def add(self, other: "BatchResult") -> None:
         self.counted += other.counted
@@ -68,7 +69,12 @@ class BatchResult:
 
     def summary(self) -> str:
         dead = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dead.items())) or "none"
-        return f"counted {self.counted} events; dead letters: {dead}"
+        drained = (
+            f"; topic {self.drained} drained: every partition counted to its end offset"
+            if self.drained
+            else ""
+        )
+        return f"counted {self.counted} events; dead letters: {dead}{drained}"
 
 
 class PartnerDirectory:
