@@ -23,6 +23,7 @@ from stats.pipeline.ingest import (
     BatchResult,
     Message,
     ParsedBatch,
+    Partition,
     PartnerDirectory,
     archive_in_background,
     build_counters,
@@ -256,7 +257,7 @@ class JoinWatch:
         )
 
 
-def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[tuple[str, int], int]) -> None:
+def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[Partition, int]) -> None:
     """Move each partition whose batch was stale to the offset stored in Redis, if this consumer still has it."""
     assigned = consumer.assignment()
     for (topic, partition), stored in stale.items():

@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, partial
 from itertools import groupby
+from operator import attrgetter
 from typing import NamedTuple
 
 from django.db import transaction
@@ -46,6 +47,16 @@ class Message(NamedTuple):
     value: "bytes | BatchGap | None"  # a BatchGap: a record batch that holds no event (batch_gaps)
 
 
+class Partition(NamedTuple):
+    """One partition of a source: a Kafka topic's, or a replay file's only one (0)."""
+
+    source: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.source}[{self.number}]"
+
+
 # Makes a Message from a 4-tuple in C: the generated ``Message.__new__`` is a Python call, 0.4 µs dearer, and
 # the consumer makes two Messages per event.
 new_message = partial(tuple.__new__, Message)
@@ -56,9 +67,9 @@ class BatchResult:
     counted: int = 0
     dead: Counter[str] = field(default_factory=Counter)
     # partitions whose share was not counted, because Redis holds a later offset for them: where to read on
-    stale: dict[tuple[str, int], int] = field(default_factory=dict)
+    stale: dict[Partition, int] = field(default_factory=dict)
     # the next offset stored with the counters, per partition counted
-    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    next_offsets: dict[Partition, int] = field(default_factory=dict)
     drained: str | None = None  # the topic ``consume --exit-when-idle`` found counted to its end offsets
 
     def add(self, other: "BatchResult") -> None:
@@ -116,14 +127,14 @@ class ParsedBatch:
 
     now: dt.datetime  # the batch's moment: the accepted time span and the counters' windows are read from it
     started: float  # time.monotonic() when parsing began
-    events: defaultdict[tuple[str, int], list[tuple[Message, Event]]] = field(
+    events: defaultdict[Partition, list[tuple[Message, Event]]] = field(
         default_factory=lambda: defaultdict(list)
     )
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    next_offsets: dict[Partition, int] = field(default_factory=dict)
+    first_offsets: dict[Partition, int] = field(default_factory=dict)
     # per partition, its counters' commands (``build_counters``), queued on its MULTI/EXEC when it is applied
-    counters: dict[tuple[str, int], "RecordedCommands"] = field(default_factory=dict)
+    counters: dict[Partition, "RecordedCommands"] = field(default_factory=dict)
     set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
     # the archive's worker storing the events already (``archive_in_background``): its refusals, when done
     archiving: Future | None = None
@@ -143,15 +154,15 @@ class ParsedBatch:
     def pass_gap(self, message: Message) -> None:
         """Move the partition past a record batch that holds no event; an unreadable one becomes a dead letter."""
         gap: BatchGap = message.value
-        where = (message.source, message.partition)
-        self.first_offsets[where] = min(self.first_offsets[where], gap.first_offset)
+        partition = Partition(message.source, message.partition)
+        self.first_offsets[partition] = min(self.first_offsets[partition], gap.first_offset)
         if gap.error is not None:
             self.reject(
                 message._replace(offset=gap.first_offset, value=gap.raw), Reason.UNDECODABLE, gap.describe()
             )
 
-    def dead_counts(self, where: tuple[str, int]) -> Counter[str]:
-        return Counter(d.reason for d in self.dead_letters if (d.source, d.partition) == where)
+    def dead_counts(self, partition: Partition) -> Counter[str]:
+        return Counter(d.reason for d in self.dead_letters if (d.source, d.partition) == partition)
 
     def all_events(self) -> list[tuple[Message, Event]]:
         return [pair for pairs in self.events.values() for pair in pairs]
@@ -173,12 +184,13 @@ def parse_batch(
     reader = EventReader(lineages=lineages, now=now)
     refreshed = False
     # A poll returns each partition's records together and in offset order: handle them a partition at a time.
-    for where, run in groupby(messages, key=lambda message: (message.source, message.partition)):
+    for (source, number), run in groupby(messages, key=attrgetter("source", "partition")):
+        partition = Partition(source, number)
         run = list(run)
         offsets = [message.offset for message in run]
-        parsed.first_offsets[where] = min(parsed.first_offsets.get(where, offsets[0]), min(offsets))
-        parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), max(offsets) + 1)
-        counted = parsed.events[where]
+        parsed.first_offsets[partition] = min(parsed.first_offsets.get(partition, offsets[0]), min(offsets))
+        parsed.next_offsets[partition] = max(parsed.next_offsets.get(partition, 0), max(offsets) + 1)
+        counted = parsed.events[partition]
         for message in run:
             if type(message.value) is BatchGap:
                 parsed.pass_gap(message)
@@ -234,7 +246,7 @@ def _set_aside(
         )
         raw = message.value if message.value is not None else event.payload.encode()
         parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
-        parsed.events[(message.source, message.partition)].remove((message, event))
+        parsed.events[Partition(message.source, message.partition)].remove((message, event))
         if stage == "counting" and parsed.archiving is not None:  # else it was never handed to the archive
             parsed.set_aside_by_counting.append(event.event_id)
 
@@ -283,47 +295,47 @@ def _exact(arg):
     return bytes(memoryview(arg)) if type(arg) is bytes else arg
 
 
-def _record_counters(parsed: ParsedBatch, where: tuple[str, int]) -> RecordedCommands:
+def _record_counters(parsed: ParsedBatch, partition: Partition) -> RecordedCommands:
     commands = RecordedCommands()
-    pairs = parsed.events[where]
+    pairs = parsed.events[partition]
     _queue_counters(commands, [event for _, event in pairs], parsed.now)
     metrics.record_counted(commands, pairs)  # events counted, exactly once with the counters
     return commands
 
 
-def _build_partition_counters(parsed: ParsedBatch, where: tuple[str, int]) -> None:
+def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None:
     """Record the partition's counter commands; events the counter code refuses on their own are set aside."""
     try:
-        parsed.counters[where] = _record_counters(parsed, where)
+        parsed.counters[partition] = _record_counters(parsed, partition)
         return
     except Exception:
         pass
     # Rare path: find the events that fail on their own, recording into throwaway commands.
     refused = isolate_failures(
-        parsed.events[where], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
+        parsed.events[partition], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
     )
     _set_aside(parsed, refused, "counting")
-    parsed.counters[where] = _record_counters(parsed, where)
+    parsed.counters[partition] = _record_counters(parsed, partition)
 
 
 def build_counters(parsed: ParsedBatch) -> None:
     """Record each partition's counter commands: CPU only, no Redis (``count_batch`` does it when not done)."""
-    for where in parsed.next_offsets:
-        if where not in parsed.counters:
-            _build_partition_counters(parsed, where)
+    for partition in parsed.next_offsets:
+        if partition not in parsed.counters:
+            _build_partition_counters(parsed, partition)
 
 
 class StaleBatch(Exception):
     """Redis holds a later offset for the partition than the batch's first: another consumer counted on."""
 
-    def __init__(self, where: tuple[str, int], stored: int):
-        super().__init__(f"{where[0]}[{where[1]}]: offset {stored} is stored already")
-        self.where, self.stored = where, stored
+    def __init__(self, partition: Partition, stored: int):
+        super().__init__(f"{partition}: offset {stored} is stored already")
+        self.partition, self.stored = partition, stored
 
 
-def _check_not_stale(stored: bytes | None, parsed: ParsedBatch, where: tuple[str, int]) -> None:
-    if stored is not None and int(stored) > parsed.first_offsets[where]:
-        raise StaleBatch(where, int(stored))
+def _check_not_stale(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> None:
+    if stored is not None and int(stored) > parsed.first_offsets[partition]:
+        raise StaleBatch(partition, int(stored))
 
 
 def _stale_partitions(client, parsed: ParsedBatch, group: str) -> list[StaleBatch]:
@@ -332,20 +344,20 @@ def _stale_partitions(client, parsed: ParsedBatch, group: str) -> list[StaleBatc
     Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
     here; ``_counters_pipeline`` checks again under WATCH, which is what keeps a batch from counting twice.
     """
-    wheres = list(parsed.next_offsets)
+    partitions = list(parsed.next_offsets)
     pipe = client.pipeline(transaction=False)
-    for source, partition in wheres:
-        pipe.hget(keys.offsets(group, source), str(partition))
+    for source, number in partitions:
+        pipe.hget(keys.offsets(group, source), str(number))
     stale = []
-    for where, stored in zip(wheres, pipe.execute(), strict=True):
+    for partition, stored in zip(partitions, pipe.execute(), strict=True):
         try:
-            _check_not_stale(stored, parsed, where)
+            _check_not_stale(stored, parsed, partition)
         except StaleBatch as exc:
             stale.append(exc)
     return stale
 
 
-def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], group: str):
+def _counters_pipeline(client, parsed: ParsedBatch, partition: Partition, group: str):
     """One partition's counter commands queued (not sent) on a fresh MULTI/EXEC pipeline.
 
     The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
@@ -353,13 +365,13 @@ def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], grou
     (a stopped VM, a swap storm) finds the offset moved on and raises ``StaleBatch``; one whose apply races
     another's gets a WatchError from EXEC. Either way the stale batch is not counted twice.
     """
-    source, partition = where
+    source, number = partition
     pipe = client.pipeline(transaction=True)
     try:
-        pipe.watch(keys.offset_fence(group, source, partition))
-        _check_not_stale(pipe.hget(keys.offsets(group, source), str(partition)), parsed, where)
+        pipe.watch(keys.offset_fence(group, source, number))
+        _check_not_stale(pipe.hget(keys.offsets(group, source), str(number)), parsed, partition)
         pipe.multi()
-        parsed.counters[where].queue_on(pipe)
+        parsed.counters[partition].queue_on(pipe)
     except BaseException:
         pipe.reset()  # gives the watching connection back to the pool
         raise
@@ -404,7 +416,7 @@ def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
 def _store_dead_letters_isolated(dead_letters: list[DeadLetter]) -> None:
     """Store the dead letters; one the database refuses is stored without its raw bytes, or logged."""
     for letter, exc in isolate_failures(dead_letters, _store_dead_letters):
-        where = f"{letter.source}[{letter.partition}]@{letter.offset}"
+        coordinates = f"{letter.source}[{letter.partition}]@{letter.offset}"
         stripped = DeadLetter(
             source=letter.source[:255],
             partition=letter.partition,
@@ -414,7 +426,7 @@ def _store_dead_letters_isolated(dead_letters: list[DeadLetter]) -> None:
             raw=b"",
         )
         if isolate_failures([stripped], _store_dead_letters):
-            logger.error("dead letter %s (%s) could not be stored: %s", where, letter.reason, exc)
+            logger.error("dead letter %s (%s) could not be stored: %s", coordinates, letter.reason, exc)
 
 
 def process_batch(
@@ -477,15 +489,15 @@ def count_batch(
         refused = [
             (pair, exc)
             for pair, exc in refused
-            if pair in parsed.events.get((pair[0].source, pair[0].partition), ())
+            if pair in parsed.events.get(Partition(pair[0].source, pair[0].partition), ())
         ]
     else:
         # Counters are built before anything is stored, so an event they refuse is archived nowhere.
         build_counters(parsed)
         refused = _archive_retrying(parsed.all_events(), should_stop)
     _set_aside(parsed, refused, "archive")
-    for where in {(m.source, m.partition) for (m, _), _ in refused}:
-        _build_partition_counters(parsed, where)
+    for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
+        _build_partition_counters(parsed, partition)
     retry_while_unavailable(
         lambda: _store_dead_letters_isolated(parsed.dead_letters),
         what="dead letters",
@@ -493,31 +505,29 @@ def count_batch(
     )
     faults.reach("after_archive")
 
-    for where, next_offset in list(parsed.next_offsets.items()):
-        dead = parsed.dead_counts(where)
+    for partition, next_offset in list(parsed.next_offsets.items()):
+        dead = parsed.dead_counts(partition)
 
-        def apply(where=where, next_offset=next_offset, dead=dead) -> None:
+        def apply(partition=partition, next_offset=next_offset, dead=dead) -> None:
             # Each attempt builds the pipeline again, which checks the stored offset again: a transaction
             # that ran before the connection dropped is not applied twice.
             while True:
-                pipe = _counters_pipeline(client, parsed, where, group)
+                pipe = _counters_pipeline(client, parsed, partition, group)
                 try:
-                    _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
+                    _apply_partition(client, partition, pipe, dead, next_offset=next_offset, group=group)
                     return
                 except WatchError:
                     continue
 
         try:
-            retry_while_unavailable(
-                apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop
-            )
+            retry_while_unavailable(apply, what=f"Redis apply of {partition}", should_stop=should_stop)
         except StaleBatch as stale:
             if stale.stored != next_offset:  # else: applied before the connection dropped
                 _drop_stale(parsed, result, stale)
                 continue
-        result.counted += len(parsed.events.get(where, []))
+        result.counted += len(parsed.events.get(partition, []))
         result.dead.update(dead)
-        result.next_offsets[where] = next_offset
+        result.next_offsets[partition] = next_offset
         faults.reach("after_redis")
     if result.dead:
         logger.warning("batch: %s", result.summary())
@@ -527,34 +537,33 @@ def count_batch(
 
 def _drop_stale(parsed: ParsedBatch, result: BatchResult, stale: StaleBatch) -> None:
     """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
-    where = stale.where
+    partition = stale.partition
     logger.warning(
-        "%s[%d]: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
+        "%s: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
         "the batch is not counted here",
-        where[0],
-        where[1],
+        partition,
         stale.stored,
-        parsed.first_offsets[where],
+        parsed.first_offsets[partition],
     )
-    parsed.events.pop(where, None)
-    parsed.counters.pop(where, None)
-    parsed.next_offsets.pop(where, None)
-    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != where]
-    result.stale[where] = stale.stored
+    parsed.events.pop(partition, None)
+    parsed.counters.pop(partition, None)
+    parsed.next_offsets.pop(partition, None)
+    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != partition]
+    result.stale[partition] = stale.stored
 
 
 def _apply_partition(
-    client, where: tuple[str, int], pipe, dead: Counter[str], *, next_offset: int, group: str
+    client, partition: Partition, pipe, dead: Counter[str], *, next_offset: int, group: str
 ) -> None:
     """One MULTI/EXEC: the partition's counters, its dead-letter counts and its next offset."""
-    source, partition = where
+    source, number = partition
     for reason, n in dead.items():
         pipe.hincrby(keys.dead_letter_counts(), reason, n)
     if dead:
         pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
-    pipe.hset(keys.offsets(group, source), str(partition), next_offset)
+    pipe.hset(keys.offsets(group, source), str(number), next_offset)
     pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
-    pipe.set(keys.offset_fence(group, source, partition), next_offset, ex=keys.LONG_TTL)
+    pipe.set(keys.offset_fence(group, source, number), next_offset, ex=keys.LONG_TTL)
     pipe.execute()
 
 
