@@ -3,7 +3,8 @@
 ``process_batch`` is what the ``consume`` command calls for every poll, and what tests call directly.
 Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
 (re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
-not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
+not counted and read again. The archive and the dead-letter table (``storing``) are idempotent, so a re-read
+is harmless.
 """
 
 import datetime as dt
@@ -11,14 +12,13 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import partial
 from itertools import groupby
 from operator import attrgetter
 from typing import NamedTuple
 
-from django.db import transaction
 from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import WatchError
@@ -34,6 +34,7 @@ from stats.pipeline.batch_gaps import BatchGap
 from stats.pipeline.events import EventReader, Reason, Rejected
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, queue_counters
+from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
 
 logger = logging.getLogger(__name__)
 
@@ -378,57 +379,6 @@ def _counters_pipeline(client, parsed: ParsedBatch, partition: Partition, group:
     return pipe
 
 
-def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
-    events = [event for _, event in pairs]
-    faults.fail_for(events, point="archive")
-    with transaction.atomic():
-        get_archive().store(events)
-
-
-def _archive_retrying(pairs: list[tuple[Message, Event]], should_stop) -> list:
-    """Store ``pairs`` in the archive; return the ones it refused on their own, with the error."""
-    return retry_while_unavailable(
-        lambda: isolate_failures(pairs, _archive), what="archive", should_stop=should_stop
-    )
-
-
-@cache
-def _archive_worker() -> ThreadPoolExecutor:
-    # One long-lived thread: its database connection is opened once and kept, like the main thread's.
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive")
-
-
-def archive_in_background(parsed: ParsedBatch, *, should_stop: Callable[[], bool] = lambda: False) -> None:
-    """Start storing the batch's events from the archive's worker thread; ``count_batch`` waits for it.
-
-    Batches are archived one after another in the order they are handed over, so a consumer can hand over
-    the next batch while the one before is still being counted: the archive is idempotent and is committed
-    before the counters that cover it, whichever batch it belongs to.
-    """
-    parsed.archiving = _archive_worker().submit(_archive_retrying, parsed.all_events(), should_stop)
-
-
-def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
-    with transaction.atomic():
-        DeadLetter.objects.bulk_create(dead_letters, ignore_conflicts=True, batch_size=500)
-
-
-def _store_dead_letters_isolated(dead_letters: list[DeadLetter]) -> None:
-    """Store the dead letters; one the database refuses is stored without its raw bytes, or logged."""
-    for letter, exc in isolate_failures(dead_letters, _store_dead_letters):
-        coordinates = f"{letter.source}[{letter.partition}]@{letter.offset}"
-        stripped = DeadLetter(
-            source=letter.source[:255],
-            partition=letter.partition,
-            offset=letter.offset,
-            reason=letter.reason,
-            detail=f"raw bytes not storable ({type(exc).__name__}: {exc})"[:500],
-            raw=b"",
-        )
-        if isolate_failures([stripped], _store_dead_letters):
-            logger.error("dead letter %s (%s) could not be stored: %s", coordinates, letter.reason, exc)
-
-
 def process_batch(
     messages: Sequence[Message],
     *,
@@ -494,12 +444,12 @@ def count_batch(
     else:
         # Counters are built before anything is stored, so an event they refuse is archived nowhere.
         build_counters(parsed)
-        refused = _archive_retrying(parsed.all_events(), should_stop)
+        refused = archive_refusals(parsed.all_events(), should_stop)
     _set_aside(parsed, refused, "archive")
     for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
         _build_partition_counters(parsed, partition)
     retry_while_unavailable(
-        lambda: _store_dead_letters_isolated(parsed.dead_letters),
+        lambda: store_dead_letters(parsed.dead_letters),
         what="dead letters",
         should_stop=should_stop,
     )
