@@ -326,57 +326,27 @@ def build_counters(parsed: ParsedBatch) -> None:
             _build_partition_counters(parsed, partition)
 
 
-class StaleBatch(Exception):
-    """Redis holds a later offset for the partition than the batch's first: another consumer counted on."""
-
-    def __init__(self, partition: Partition, stored: int):
-        super().__init__(f"{partition}: offset {stored} is stored already")
-        self.partition, self.stored = partition, stored
-
-
-def _check_not_stale(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> None:
+def _stored_past(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> int | None:
+    """Return the offset stored for ``partition`` if it is past the batch's first (the batch is stale), else None."""
     if stored is not None and int(stored) > parsed.first_offsets[partition]:
-        raise StaleBatch(partition, int(stored))
+        return int(stored)
+    return None
 
 
-def _stale_partitions(client, parsed: ParsedBatch, group: str) -> list[StaleBatch]:
-    """The batch's partitions whose stored offset is past the batch already, in one round trip.
+def _stale_partitions(client, parsed: ParsedBatch, group: str) -> dict[Partition, int]:
+    """Return the batch's partitions whose stored offset is past the batch already, with it; one round trip.
 
     Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
-    here; ``_counters_pipeline`` checks again under WATCH, which is what keeps a batch from counting twice.
+    here; ``_apply_partition`` checks again under WATCH, which is what keeps a batch from counting twice.
     """
     partitions = list(parsed.next_offsets)
     pipe = client.pipeline(transaction=False)
     for source, number in partitions:
         pipe.hget(keys.offsets(group, source), str(number))
-    stale = []
-    for partition, stored in zip(partitions, pipe.execute(), strict=True):
-        try:
-            _check_not_stale(stored, parsed, partition)
-        except StaleBatch as exc:
-            stale.append(exc)
-    return stale
-
-
-def _counters_pipeline(client, parsed: ParsedBatch, partition: Partition, group: str):
-    """One partition's counter commands queued (not sent) on a fresh MULTI/EXEC pipeline.
-
-    The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
-    is not past the batch's first offset. A consumer that lost its partitions while frozen with a polled batch
-    (a stopped VM, a swap storm) finds the offset moved on and raises ``StaleBatch``; one whose apply races
-    another's gets a WatchError from EXEC. Either way the stale batch is not counted twice.
-    """
-    source, number = partition
-    pipe = client.pipeline(transaction=True)
-    try:
-        pipe.watch(keys.offset_fence(group, source, number))
-        _check_not_stale(pipe.hget(keys.offsets(group, source), str(number)), parsed, partition)
-        pipe.multi()
-        parsed.counters[partition].queue_on(pipe)
-    except BaseException:
-        pipe.reset()  # gives the watching connection back to the pool
-        raise
-    return pipe
+    found = (
+        (p, _stored_past(stored, parsed, p)) for p, stored in zip(partitions, pipe.execute(), strict=True)
+    )
+    return {partition: stored for partition, stored in found if stored is not None}
 
 
 def process_batch(
@@ -408,30 +378,39 @@ def count_batch(
 ) -> BatchResult:
     """Archive a parsed batch, store its dead letters and apply its counters with each partition's offset.
 
+    1. Drop the partitions whose stored offset is past the batch (another consumer counted them on).
+    2. Build the counters' commands and archive the events: from the archive's worker thread, with its own
+       database connection, when the consumer started it or ``archive_concurrently`` asks (callers inside a
+       transaction of their own, tests, leave it off); the counters refuse an event before it is archived,
+       or the worker's copy is taken back.
+    3. Events the archive refused on their own become ``unstorable`` dead letters; store the dead letters.
+    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset (``_apply_partition``).
+
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
-    refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
-    ``archive_concurrently`` (the consumer's choice) stores the archive from a worker thread, with its own
-    database connection and transactions, while the counters are built; callers inside a transaction of
-    their own (tests) leave it off.
+    refuses on its own is found by bisecting the batch.
     """
     client = get_redis_connection("default")
     result = BatchResult()
-    for stale in retry_while_unavailable(
+    # step 1
+    stale = retry_while_unavailable(
         lambda: _stale_partitions(client, parsed, group), what="Redis offset check", should_stop=should_stop
-    ):
-        _drop_stale(parsed, result, stale)
-    if archive_concurrently or parsed.archiving is not None:
-        # The database inserts while this thread builds the counters (its driver releases the GIL), unless
-        # the consumer built them already.
-        if parsed.archiving is None:
-            archive_in_background(parsed, should_stop=should_stop)
-        build_counters(parsed)
+    )
+    for partition, stored in stale.items():
+        _drop_stale(parsed, result, partition, stored)
+
+    # step 2
+    if archive_concurrently and parsed.archiving is None:
+        archive_in_background(parsed, should_stop=should_stop)
+    # While the worker inserts (its driver releases the GIL), unless the consumer built them already.
+    build_counters(parsed)
+    if parsed.archiving is None:
+        refused = archive_refusals(parsed.all_events(), should_stop)
+    else:
         refused = parsed.archiving.result()
         # An event the counters refused after the worker started is archived nowhere: take back what the
         # worker stored of it. (A stale partition's events stay: the consumer that owns it now archives the
         # same rows.)
-        taken_back = parsed.set_aside_by_counting
-        if taken_back:
+        if taken_back := parsed.set_aside_by_counting:
             retry_while_unavailable(
                 lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
             )
@@ -441,40 +420,27 @@ def count_batch(
             for pair, exc in refused
             if pair in parsed.events.get(Partition(pair[0].source, pair[0].partition), ())
         ]
-    else:
-        # Counters are built before anything is stored, so an event they refuse is archived nowhere.
-        build_counters(parsed)
-        refused = archive_refusals(parsed.all_events(), should_stop)
+
+    # step 3
     _set_aside(parsed, refused, "archive")
     for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
         _build_partition_counters(parsed, partition)
     retry_while_unavailable(
-        lambda: store_dead_letters(parsed.dead_letters),
-        what="dead letters",
-        should_stop=should_stop,
+        lambda: store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
     )
     faults.reach("after_archive")
 
+    # step 4
     for partition, next_offset in list(parsed.next_offsets.items()):
         dead = parsed.dead_counts(partition)
-
-        def apply(partition=partition, next_offset=next_offset, dead=dead) -> None:
-            # Each attempt builds the pipeline again, which checks the stored offset again: a transaction
-            # that ran before the connection dropped is not applied twice.
-            while True:
-                pipe = _counters_pipeline(client, parsed, partition, group)
-                try:
-                    _apply_partition(client, partition, pipe, dead, next_offset=next_offset, group=group)
-                    return
-                except WatchError:
-                    continue
-
-        try:
-            retry_while_unavailable(apply, what=f"Redis apply of {partition}", should_stop=should_stop)
-        except StaleBatch as stale:
-            if stale.stored != next_offset:  # else: applied before the connection dropped
-                _drop_stale(parsed, result, stale)
-                continue
+        stored = retry_while_unavailable(
+            partial(_apply_partition, client, parsed, partition, dead=dead, group=group),
+            what=f"Redis apply of {partition}",
+            should_stop=should_stop,
+        )
+        if stored is not None and stored != next_offset:  # equal: applied before the connection dropped
+            _drop_stale(parsed, result, partition, stored)
+            continue
         result.counted += len(parsed.events.get(partition, []))
         result.dead.update(dead)
         result.next_offsets[partition] = next_offset
@@ -485,36 +451,57 @@ def count_batch(
     return result
 
 
-def _drop_stale(parsed: ParsedBatch, result: BatchResult, stale: StaleBatch) -> None:
+def _drop_stale(parsed: ParsedBatch, result: BatchResult, partition: Partition, stored: int) -> None:
     """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
-    partition = stale.partition
     logger.warning(
         "%s: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
         "the batch is not counted here",
         partition,
-        stale.stored,
+        stored,
         parsed.first_offsets[partition],
     )
     parsed.events.pop(partition, None)
     parsed.counters.pop(partition, None)
     parsed.next_offsets.pop(partition, None)
     parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != partition]
-    result.stale[partition] = stale.stored
+    result.stale[partition] = stored
 
 
 def _apply_partition(
-    client, partition: Partition, pipe, dead: Counter[str], *, next_offset: int, group: str
-) -> None:
-    """One MULTI/EXEC: the partition's counters, its dead-letter counts and its next offset."""
+    client, parsed: ParsedBatch, partition: Partition, *, dead: Counter[str], group: str
+) -> int | None:
+    """Apply the partition's share in one MULTI/EXEC: its counters, dead-letter counts and next offset.
+
+    Return None once applied, or the stored offset instead when it is past the batch's first: the batch is
+    stale. The MULTI/EXEC WATCHes the partition's fence key and reads the stored offset first, so a consumer
+    that lost its partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset
+    moved on, and one whose apply races another's has its EXEC refused (WatchError) and looks again. Each
+    attempt reads the stored offset again: after a dropped connection, a transaction that ran is not sent twice.
+    """
     source, number = partition
-    for reason, n in dead.items():
-        pipe.hincrby(keys.dead_letter_counts(), reason, n)
-    if dead:
-        pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
-    pipe.hset(keys.offsets(group, source), str(number), next_offset)
-    pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
-    pipe.set(keys.offset_fence(group, source, number), next_offset, ex=keys.LONG_TTL)
-    pipe.execute()
+    next_offset = parsed.next_offsets[partition]
+    while True:
+        pipe = client.pipeline(transaction=True)
+        try:
+            pipe.watch(keys.offset_fence(group, source, number))
+            stored = _stored_past(pipe.hget(keys.offsets(group, source), str(number)), parsed, partition)
+            if stored is not None:
+                return stored
+            pipe.multi()
+            parsed.counters[partition].queue_on(pipe)
+            for reason, n in dead.items():
+                pipe.hincrby(keys.dead_letter_counts(), reason, n)
+            if dead:
+                pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
+            pipe.hset(keys.offsets(group, source), str(number), next_offset)
+            pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
+            pipe.set(keys.offset_fence(group, source, number), next_offset, ex=keys.LONG_TTL)
+            pipe.execute()
+            return None
+        except WatchError:
+            continue
+        finally:
+            pipe.reset()  # gives the watching connection back to the pool
 
 
 def stored_offsets(*, group: str, source: str) -> dict[int, int]:
