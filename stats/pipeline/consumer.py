@@ -19,22 +19,11 @@ from kafka.errors import KafkaError
 from cpsproject.common import faults
 from stats.conf import stats_setting
 from stats.pipeline import metrics
-from stats.pipeline.ingest import (
-    BatchResult,
-    Message,
-    ParsedBatch,
-    Partition,
-    PartnerDirectory,
-    archive_in_background,
-    build_counters,
-    count_batch,
-    new_message,
-    parse_batch,
-    process_batch,
-    stored_offsets,
-)
+from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, new_message, parse_batch
+from stats.pipeline.ingest import BatchResult, build_counters, count_batch, process_batch, stored_offsets
 from stats.pipeline.isolation import Backoff, StopRequested
 from stats.pipeline.record_decoding import decode_records_compiled
+from stats.pipeline.storing import archive_in_background
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event
 
 if TYPE_CHECKING:
-    from stats.pipeline.ingest import Message, ParsedBatch
+    from stats.pipeline.batch import Message, ParsedBatch
 
 logger = logging.getLogger(__name__)
 

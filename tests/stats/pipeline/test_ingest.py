@@ -188,7 +188,7 @@ def test_a_batch_behind_the_stored_offset_is_not_counted_again_with_the_archive_
 
 def test_a_message_the_parser_crashes_on_is_a_dead_letter_with_its_bytes_and_the_rest_counts(monkeypatch):
     """A bug in the parser (an exception other than a rejection) loses no message and stops no counting."""
-    from stats.pipeline import ingest
+    from stats.pipeline import batch
     from stats.pipeline.events import EventReader
     from stats.pipeline.ingest import Message, process_batch
 
@@ -198,7 +198,7 @@ def test_a_message_the_parser_crashes_on_is_a_dead_letter_with_its_bytes_and_the
                 raise ZeroDivisionError("a parser bug")
             return super().read(value)
 
-    monkeypatch.setattr(ingest, "EventReader", BuggyReader)
+    monkeypatch.setattr(batch, "EventReader", BuggyReader)
     create_tree()
     crashing = pv_event(NOON, "A1", "u-crash")
     values = [pv_event(NOON, "A1", f"u{n}") for n in range(6)]
