@@ -157,8 +157,8 @@ def _queue_union(pipe, dest: str, sources: list[tuple[int, str]]) -> None:
 def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[list[ActiveBitmap]]:
     """OR each type's day bitmaps from ``start`` to ``end`` into a scratch key; delete them on leaving.
 
-    Days whose bitmap the weekly sync expired come from ``LoginMonth``. Two round trips to Redis, whatever the
-    number of users.
+    Days with no bitmap in Redis (the weekly sync expired them) come from ``LoginMonth``. Two round trips to
+    Redis, whatever the number of users.
     """
     client = get_redis_connection("default")
     days = _days(start, end)
@@ -168,22 +168,24 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
         for key in day_keys[user_type]:
             pipe.strlen(key)
     lengths = iter(pipe.execute())
-    cutoff = retention_cutoff()
     token = uuid.uuid4().hex
     scratch = {t: redis_keys.scratch_part(redis_keys.scratch(token), n) for n, t in enumerate(user_types)}
     pipe = client.pipeline(transaction=True)
     replies_at: dict[str, int] = {}
     for user_type in user_types:
-        sources, expired = [], []
+        sources, missing = [], []
         for day, key in zip(days, day_keys[user_type], strict=True):
             length = next(lengths)
             # An empty source sends BITOP byte by byte (it is the shortest): leave empty days out. A day's
             # first login landing between the two round trips shows from the next answer on.
             if length:
                 sources.append((length, key))
-            elif day < cutoff:
-                expired.append(day)
-        from_sql = _sql_bitmap(user_type=user_type, days=expired) if expired else b""
+            else:
+                missing.append(day)
+        # A day Redis has no bitmap for may be one the weekly sync expired after writing it to LoginMonth:
+        # whether it did is in the data, not in a cutoff from today's date (which, read at another moment than
+        # the sync's, left expired days out). A day with no login at all costs a query that finds nothing.
+        from_sql = _sql_bitmap(user_type=user_type, days=missing) if missing else b""
         if from_sql:
             sources.append((len(from_sql), redis_keys.scratch_part(scratch[user_type], 0)))
             pipe.set(sources[-1][1], from_sql, px=_SCRATCH_MS)

@@ -46,6 +46,9 @@ DEFAULTS = {
     "HEALTH_RECONCILE_DUE_HOUR": 2,
     # Dead letters received so far today (business day).
     "HEALTH_MAX_DEAD_LETTERS_TODAY": 1000,
+    # Seconds a running consumer may hold no partition (joining takes seconds; a longer wait is a stuck join,
+    # or more consumers than partitions).
+    "HEALTH_MAX_UNASSIGNED_SECONDS": 300,
 }
 
 stats_setting = AppSettings(
@@ -64,6 +67,7 @@ stats_setting = AppSettings(
             "HEALTH_MAX_LAG",
             "HEALTH_MAX_FLUSH_AGE_MINUTES",
             "HEALTH_MAX_DEAD_LETTERS_TODAY",
+            "HEALTH_MAX_UNASSIGNED_SECONDS",
         )
     }
     | {"HEALTH_RECONCILE_DUE_HOUR": Check(lambda v: v in range(24), "an hour of the day, 0 to 23")}

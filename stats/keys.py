@@ -47,6 +47,9 @@ Pipeline metrics (``stats.pipeline.metrics``; read at scrape time by ``stats.rea
     {P}:metrics:counted              hash   "{type}:{source}" -> events counted (in the partition's MULTI/EXEC)
     {P}:metrics:batch_seconds        hash   bucket upper bound ("0.05", …, "+Inf") -> batches that took at most
                                             that long and more than the previous bound; "sum", "count"
+    {P}:metrics:members:{group}      hash   consumer ("host:pid") -> "{since}|{reported}": Unix times since when
+                                            it has held no partition ("-" while it holds some), and of its
+                                            last report (every few seconds; an entry not renewed is a dead one)
 """
 
 from cpsproject.common.redis_keys import prefix
@@ -205,3 +208,7 @@ def parse_metrics_counted_field(field: str) -> tuple[str, str]:
 
 def metrics_batch_seconds() -> str:
     return f"{prefix()}:metrics:batch_seconds"
+
+
+def metrics_members(group: str) -> str:
+    return f"{prefix()}:metrics:members:{group}"

@@ -68,12 +68,21 @@ class PipelineCollector:
             "When a partition's end offset (the base of cps_consumer_lag) was last seen, Unix time.",
             labels=["topic", "partition"],
         )
+        offsets = GaugeMetricFamily(
+            "cps_consumer_offset",
+            "A Kafka partition's offset counted (stored in Redis with the counters) and its end offset as last seen.",
+            labels=["topic", "partition", "offset"],
+        )
         for row in pipeline_status.consumer_lag():
+            # No stored offset: nothing of the partition has been counted yet.
+            offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "counted"], row.stored_offset or 0)
             if row.lag is not None:
                 lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
                 seen.add_metric([settings.KAFKA_TOPIC, str(row.partition)], epoch(row.seen_at))
+                offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "end"], row.end_offset)
         yield lag
         yield seen
+        yield offsets
         probe = pipeline_status.last_kafka_probe()
         if probe is not None:
             yield GaugeMetricFamily(
@@ -86,6 +95,14 @@ class PipelineCollector:
                 "When the last lag probe ran, Unix time.",
                 value=epoch(probe.at),
             )
+        unassigned = GaugeMetricFamily(
+            "cps_consumer_unassigned_seconds",
+            "How long a running consumer has held no partition (0 while it holds some).",
+            labels=["member"],
+        )
+        for member, seconds in sorted(pipeline_status.consumers_without_partitions().items()):
+            unassigned.add_metric([member], seconds)
+        yield unassigned
 
         runs = jobruns.all_runs()
         last_success = GaugeMetricFamily(

@@ -66,6 +66,9 @@ class DeadLetter(models.Model):
         UNSTORABLE = "unstorable", _("a storage layer refused the event")
         # The parser itself failed: a bug in the product, kept with its error rather than stopping the consumer.
         PARSE_ERROR = "parse_error", _("the parser failed")
+        # A whole record batch: unknown codec, corrupt bytes or a compression bomb. Stored at the batch's base
+        # offset; the detail names its offsets and record count.
+        UNDECODABLE = "undecodable", _("a record batch that cannot be decoded")
 
     source = models.CharField(
         verbose_name=_("source"), max_length=255, help_text=_("Kafka topic, or file:PATH for a replay")

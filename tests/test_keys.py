@@ -28,6 +28,7 @@ def test_every_key_carries_the_prefix_as_one_hash_tag(settings):
     assert stats_keys.dead_letter_counts() == "{cps}:deadletters"
     assert stats_keys.kafka_end_offsets("cps-events") == "{cps}:kafka:ends:cps-events"
     assert stats_keys.kafka_probe() == "{cps}:kafka:probe"
+    assert stats_keys.metrics_members("cps-stats") == "{cps}:metrics:members:cps-stats"
     assert stats_keys.ranking_slot("24h", "tree", 1763690400) == "{cps}:rank:24h:tree:slot:1763690400"
     assert stats_keys.ranking_slots("1h", "self") == "{cps}:rank:1h:self:slots"
     assert stats_keys.ranking_total("7d", "tree") == "{cps}:rank:7d:tree:total"

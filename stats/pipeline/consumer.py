@@ -3,7 +3,9 @@
 import contextlib
 import gc
 import logging
+import os
 import signal
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -16,27 +18,24 @@ from kafka.errors import KafkaError
 
 from cpsproject.common import faults
 from stats.conf import stats_setting
-from stats.pipeline.ingest import (
-    BatchResult,
-    Message,
-    ParsedBatch,
-    PartnerDirectory,
-    archive_in_background,
-    build_counters,
-    count_batch,
-    new_message,
-    parse_batch,
-    process_batch,
-    stored_offsets,
-)
+from stats.pipeline import metrics
+from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, new_message, parse_batch
+from stats.pipeline.ingest import BatchResult, build_counters, count_batch, process_batch, stored_offsets
 from stats.pipeline.isolation import Backoff, StopRequested
 from stats.pipeline.lag import record_end_offsets
 from stats.pipeline.record_decoding import decode_records_compiled
+from stats.pipeline.storing import archive_in_background
 
 logger = logging.getLogger(__name__)
 
 # How long closing the consumer (leaving the group) may take before the process exits anyway.
 CLOSE_TIMEOUT_MS = 5000
+# A request to the broker (a fetch, end offsets, a commit) gives up after this long; the loop then goes on.
+REQUEST_TIMEOUT_MS = 15_000
+# This member's rebalance timeout (see ``_open_consumer``): longer than any batch takes to count.
+MAX_POLL_INTERVAL_MS = 60_000
+# How often an idle consumer compares the offsets counted with the topic's end offsets.
+DRAIN_CHECK_SECONDS = 1.0
 
 
 # Allocations between two young collections, young collections between two middle ones, and middle ones between
@@ -138,15 +137,14 @@ def _commit_for_monitoring(consumer: KafkaConsumer, counted: BatchResult) -> Non
 
 
 class IdleClock:
-    """Seconds spent polling nothing while holding partitions, since the last message.
+    """Seconds spent polling nothing since the last message.
 
     Why it accumulates instead of restarting: it used to restart from zero whenever the consumer held no
-    partitions, so every rebalance erased the idle time seen so far. A starved process whose heartbeats come
-    late loses its session and rejoins (tansu answers a join only after half the session timeout); a sibling
-    that crash-loops makes the group rebalance again and again: if that recurs more often than the idle
-    limit, a consumer on a drained topic never exits. Together with the synchronous commit (now asynchronous,
-    see ``_commit_for_monitoring``), that is what could stretch a 26 s drain past 600 s on a busy machine.
-    Now time in a rebalance is not counted (a joining consumer is not idle) and only a message resets it.
+    partitions, so every rebalance erased the idle time seen so far, and a consumer whose group kept
+    rebalancing (a starved process losing its session, a sibling crash-looping) never exited. It also used to
+    stop while the consumer held no partitions, so a consumer stuck in a join never exited either. Now only a
+    message resets it, and reaching the limit is not enough to exit: the whole topic must be counted to its
+    end offsets (``undrained_partitions``), whoever holds it.
     """
 
     def __init__(self, limit: float | None):
@@ -156,14 +154,100 @@ class IdleClock:
     def busy(self) -> None:
         self.seconds = 0.0
 
-    def empty_poll(self, *, began: float, holding: bool) -> bool:
+    def empty_poll(self, *, began: float) -> bool:
         """Count an empty poll that began at ``began``; return True once idle for ``limit`` seconds."""
-        if holding:
-            self.seconds += time.monotonic() - began
+        self.seconds += time.monotonic() - began
         return self.limit is not None and self.seconds >= self.limit
 
 
-def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[tuple[str, int], int]) -> None:
+def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Return each partition of ``topic`` not counted to its end: partition -> (offset counted, end offset).
+
+    The offsets counted are the ones stored in Redis with the counters, whichever member stored them; the end
+    offsets are the broker's (the last stable offset: the consumer reads committed records only).
+    """
+    partitions = consumer.partitions_for_topic(topic) or set()
+    tps = [TopicPartition(topic, partition) for partition in sorted(partitions)]
+    if not tps:
+        return {-1: (0, 0)}  # no metadata yet: nothing is known to be drained
+    ends = consumer.end_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
+    starts = consumer.beginning_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
+    # tansu (the tests' broker) answers a ListOffsets for the end with the last record batch's base offset + 1:
+    # where this consumer fetched, the fetch's high watermark is the true end.
+    assigned = consumer.assignment()
+    ends = {tp: max(end, consumer.highwater(tp) or 0) if tp in assigned else end for tp, end in ends.items()}
+    stored = stored_offsets(group=group, source=topic)
+    counted = {tp.partition: max(stored.get(tp.partition, 0), starts[tp]) for tp in tps}
+    return {tp.partition: (counted[tp.partition], ends[tp]) for tp in tps if counted[tp.partition] < ends[tp]}
+
+
+class MembershipReport:
+    """Tells ``health`` and ``/metrics`` (through Redis) how long this consumer has held no partitions."""
+
+    EVERY_SECONDS = 5.0
+
+    def __init__(self, *, group: str) -> None:
+        self.group = group
+        self.member = f"{socket.gethostname()}:{os.getpid()}"
+        self.held_none_since: float | None = time.time()
+        self.reported = float("-inf")
+
+    def update(self, consumer: KafkaConsumer) -> None:
+        holding = bool(consumer.assignment())
+        changed = holding == (self.held_none_since is not None)
+        if changed:
+            self.held_none_since = None if holding else time.time()
+        if changed or time.monotonic() - self.reported >= self.EVERY_SECONDS:
+            self.reported = time.monotonic()
+            metrics.record_membership(
+                group=self.group, member=self.member, held_none_since=self.held_none_since, now=time.time()
+            )
+
+    def close(self) -> None:
+        metrics.forget_member(group=self.group, member=self.member)
+
+
+class JoinWatch:
+    """Logs, once per join, a join of the group that outlasts the session timeout.
+
+    A join can wait on another member: a live one that stopped polling heartbeats on, so its session never
+    expires and the broker waits for it to rejoin for its whole rebalance timeout. kafka-python keeps the join
+    in flight and sends it again when the request times out (the rebalance timeout plus 5 s: 65 s with ours);
+    each poll still returns within its half second, so the loop goes on, SIGTERM included. Starting a new
+    member instead was tried: on tansu every new member restarted the rebalance, and a group of two churned.
+    """
+
+    def __init__(self, *, group: str, session_seconds: float) -> None:
+        self.group, self.session_seconds = group, session_seconds
+        self.joining_since: float | None = None
+        self.logged = False
+
+    def check(self, consumer: KafkaConsumer) -> None:
+        coordinator = getattr(consumer, "_coordinator", None)
+        if coordinator is None or coordinator.stable():
+            self.joining_since, self.logged = None, False
+            return
+        now = time.monotonic()
+        if self.joining_since is None:
+            self.joining_since = now
+        waited = now - self.joining_since
+        if waited < self.session_seconds or self.logged:
+            return
+        self.logged = True
+        generation = getattr(coordinator, "_generation", None)
+        logger.warning(
+            "joining group %s as member %s has taken %.0f s, longer than the session timeout (%.0f s): another "
+            "member may hold the group without polling; still joining (kafka-python sends the join again after "
+            "%d s)",
+            self.group,
+            getattr(generation, "member_id", "") or "(none yet)",
+            waited,
+            self.session_seconds,
+            (MAX_POLL_INTERVAL_MS + 5000) // 1000,
+        )
+
+
+def _read_on_from_stored(consumer: KafkaConsumer, stale: dict[Partition, int]) -> None:
     """Move each partition whose batch was stale to the offset stored in Redis, if this consumer still has it."""
     assigned = consumer.assignment()
     for (topic, partition), stored in stale.items():
@@ -254,9 +338,8 @@ class CountingThread:
         self.thread.shutdown(wait=True)
 
 
-def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
-    """Consume the configured topic in the configured group until stopped (or idle long enough)."""
-    group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
+def _open_consumer(*, group: str, topic: str, batch_size: int, counting: CountingThread) -> KafkaConsumer:
+    """A consumer subscribed to ``topic`` in ``group``, decoding with ``record_decoding``, every wait bounded."""
     session_ms = stats_setting("KAFKA_SESSION_TIMEOUT_MS")
     consumer = KafkaConsumer(
         bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
@@ -265,22 +348,50 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
         auto_offset_reset="earliest",
         session_timeout_ms=session_ms,
         heartbeat_interval_ms=max(500, session_ms // 6),
+        # Also the rebalance timeout this member asks for: how long the broker holds a join waiting for every
+        # member to rejoin. kafka-python's default (5 min) let one silent member hold every join that long.
+        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
         max_poll_records=batch_size,
         max_partition_fetch_bytes=4 * 1024 * 1024,
         # A missing topic is an operator's job to create with its partition count; a consumer's metadata
         # request must not create it with the broker's default (after a broker lost its data, say).
         allow_auto_create_topics=False,
+        # Producers that write in transactions (exactly-once pipelines) abort some: their records must never
+        # count. The broker then serves only up to the last stable offset; record_decoding skips the aborted.
+        isolation_level="read_committed",
     )
     decode_records_compiled(consumer)
-    counting = CountingThread(group=group, stop=stop)
     consumer.subscribe(
         [topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic, before_revoke=counting.wait)
     )
+    return consumer
+
+
+def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFlag) -> BatchResult:
+    """Consume the configured topic in the configured group until stopped, or idle with the topic drained.
+
+    1. Poll: at most half a second, a join of the group included.
+    2. Report whether this consumer holds partitions (for ``health``); log a join that outlasts the session
+       timeout.
+    3. Parse what came, its counters' commands with it, and hand it to the counting thread, which archives it
+       and applies it to Redis with its offsets; commit the batches it has finished to Kafka (for lag
+       monitoring only).
+    4. Idle for ``exit_when_idle`` seconds: exit once every partition of the topic is counted to its end
+       offset, whoever holds it; until then say which are behind (once) and go on polling.
+    """
+    group, topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
+    counting = CountingThread(group=group, stop=stop)
+    consumer = _open_consumer(group=group, topic=topic, batch_size=batch_size, counting=counting)
     directory = PartnerDirectory()
     total = BatchResult()
     idle = IdleClock(exit_when_idle)
+    joins = JoinWatch(group=group, session_seconds=stats_setting("KAFKA_SESSION_TIMEOUT_MS") / 1000)
     backoff = Backoff(cap=5.0)
     ends_recorded = 0.0
+    membership = MembershipReport(group=group)
+    waiting_for: set[int] | None = None  # the partitions last logged as behind
+    drain_checked = float("-inf")
 
     def finish(counted: list[Future[BatchResult]]) -> None:
         for future in counted:
@@ -297,6 +408,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
 
     try:
         while not stop.stopping:
+            # step 1
             began = time.monotonic()
             try:
                 polled = consumer.poll(timeout_ms=500, max_records=batch_size)
@@ -313,28 +425,61 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
             if began - ends_recorded >= END_OFFSETS_EVERY_SECONDS:
                 _record_high_watermarks(consumer, topic)
                 ends_recorded = began
+            # step 2
+            membership.update(consumer)
+            joins.check(consumer)
             messages = _messages(polled)
-            if not messages:
-                finish(counting.drain())
-                if idle.empty_poll(began=began, holding=bool(consumer.assignment())):
-                    logger.info("idle for %.1f s holding partitions; exiting", idle.seconds)
-                    break
+            if messages:  # step 3
+                idle.busy()
+                faults.reach("polled")
+                parsed = parse_batch(messages, directory=directory, should_stop=stop.is_set)
+                # The counters' commands too, while the batch before waits for Redis: the counting thread is
+                # then left with the waiting alone.
+                build_counters(parsed)
+                # Parsed: the polled records can go before the next poll (the batches in flight are most of
+                # the consumer's memory).
+                del polled, messages
+                finish(counting.start(parsed))
                 continue
-            idle.busy()
-            faults.reach("polled")
-            parsed = parse_batch(messages, directory=directory, should_stop=stop.is_set)
-            # The counters' commands too, while the batch before waits for Redis: the counting thread is then
-            # left with the waiting alone.
-            build_counters(parsed)
-            # Parsed: the polled records can go before the next poll (the batches in flight are most of the
-            # consumer's memory).
-            del polled, messages
-            finish(counting.start(parsed))
+            finish(counting.drain())
+            # step 4
+            if not idle.empty_poll(began=began) or time.monotonic() - drain_checked < DRAIN_CHECK_SECONDS:
+                continue
+            drain_checked = time.monotonic()
+            try:
+                behind = undrained_partitions(consumer, group=group, topic=topic)
+            except KafkaError as exc:
+                logger.warning("could not read the topic's end offsets (%s); checking again", exc)
+                continue
+            if not behind:
+                logger.info(
+                    "idle for %.1f s and topic %s is drained: every partition counted to its end offset; exiting",
+                    idle.seconds,
+                    topic,
+                )
+                total.drained = topic
+                break
+            if set(behind) != waiting_for:
+                waiting_for = set(behind)
+                held = {tp.partition for tp in consumer.assignment()}
+                logger.info(
+                    "idle for %.1f s, but topic %s is not drained: %s behind their end offsets (counted/end); "
+                    "%s; waiting for them",
+                    idle.seconds,
+                    topic,
+                    ", ".join(
+                        f"partition {p} {counted}/{end}" for p, (counted, end) in sorted(behind.items())
+                    ),
+                    "this consumer holds none of them, another member or a rebalance does"
+                    if not held & set(behind)
+                    else f"this consumer holds partitions {sorted(held)}",
+                )
         finish(counting.drain())
     except StopRequested:
         logger.info("stopped while waiting for a service; the batch will be read again")
     finally:
         counting.close()
+        membership.close()
         # Bounded: leaving the group must not hold up the exit when the broker does not answer.
         consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
     return total

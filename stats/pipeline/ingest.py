@@ -1,53 +1,34 @@
-"""The ingest pipeline for one polled batch: validate, archive, pre-aggregate, apply to Redis with offsets.
+"""Counting one parsed batch exactly once: the counters' commands, the stores, the apply to Redis with offsets.
 
-``process_batch`` is what the ``consume`` command calls for every poll, and what tests call directly.
-Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
-(re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
-not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
+``process_batch`` (``batch.parse_batch`` then ``count_batch``) is what tests call directly; the consumer calls
+the two halves itself. Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in
+one MULTI/EXEC; on (re)start the consumer seeks to the offsets stored there, so a batch is either fully counted
+and skipped, or not counted and read again. The archive and the dead-letter table (``storing``) are
+idempotent, so a re-read is harmless.
 """
 
 import datetime as dt
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cache, partial
-from itertools import groupby
-from typing import NamedTuple
+from functools import partial
 
-from django.db import transaction
-from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import WatchError
 
 from cpsproject.common import faults
-from partners.selectors import Lineage, partner_lineages
 from stats import keys
-from stats.conf import stats_setting
-from stats.models import DeadLetter
 from stats.pipeline import metrics
 from stats.pipeline.archive import get_archive
-from stats.pipeline.events import EventReader, Reason, Rejected
+from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
+from stats.pipeline.events import Reason
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, queue_counters
+from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
 
 logger = logging.getLogger(__name__)
-
-
-class Message(NamedTuple):
-    """One message as read from Kafka (or one line of a replay file); a tuple, made per record cheaply."""
-
-    source: str  # the Kafka topic, or file:PATH
-    partition: int
-    offset: int
-    value: bytes | None
-
-
-# Makes a Message from a 4-tuple in C: the generated ``Message.__new__`` is a Python call, 0.4 µs dearer, and
-# the consumer makes two Messages per event.
-new_message = partial(tuple.__new__, Message)
 
 
 @dataclass
@@ -55,9 +36,10 @@ class BatchResult:
     counted: int = 0
     dead: Counter[str] = field(default_factory=Counter)
     # partitions whose share was not counted, because Redis holds a later offset for them: where to read on
-    stale: dict[tuple[str, int], int] = field(default_factory=dict)
+    stale: dict[Partition, int] = field(default_factory=dict)
     # the next offset stored with the counters, per partition counted
-    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    next_offsets: dict[Partition, int] = field(default_factory=dict)
+    drained: str | None = None  # the topic ``consume --exit-when-idle`` found counted to its end offsets
 
     def add(self, other: "BatchResult") -> None:
         self.counted += other.counted
@@ -67,135 +49,18 @@ class BatchResult:
 
     def summary(self) -> str:
         dead = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dead.items())) or "none"
-        return f"counted {self.counted} events; dead letters: {dead}"
-
-
-class PartnerDirectory:
-    """Partner lineages cached in the process; reloaded periodically and when an unknown code shows up.
-
-    A code still unknown after a reload is remembered until the next periodic reload, so a stream of events
-    naming a partner that does not exist costs one reload, not one per batch.
-    """
-
-    def __init__(self) -> None:
-        self._lineages: dict[str, Lineage] = {}
-        self._loaded_at = float("-inf")
-        self._missing: set[str] = set()
-
-    def lineages(self, *, force: bool = False) -> dict[str, Lineage]:
-        if force or time.monotonic() - self._loaded_at > stats_setting("PARTNER_CACHE_SECONDS"):
-            self._lineages = partner_lineages()
-            self._loaded_at = time.monotonic()
-            self._missing = set()
-        return self._lineages
-
-    def worth_reloading_for(self, code: str) -> bool:
-        """Whether a reload may find ``code`` (it was not missing from the last reload)."""
-        return code not in self._missing
-
-    def note_missing(self, code: str) -> None:
-        self._missing.add(code)
+        drained = (
+            f"; topic {self.drained} drained: every partition counted to its end offset"
+            if self.drained
+            else ""
+        )
+        return f"counted {self.counted} events; dead letters: {dead}{drained}"
 
 
 def _queue_counters(pipe, events: Sequence[Event], now: dt.datetime) -> None:
     """Queue what every registered counter takes from one partition's events."""
     faults.fail_for(events, point="count")
     queue_counters(pipe, events, now=now)
-
-
-@dataclass
-class ParsedBatch:
-    """A batch after parsing: per partition, the events to count and the dead letters to store."""
-
-    now: dt.datetime  # the batch's moment: the accepted time span and the counters' windows are read from it
-    started: float  # time.monotonic() when parsing began
-    events: defaultdict[tuple[str, int], list[tuple[Message, Event]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    dead_letters: list[DeadLetter] = field(default_factory=list)
-    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    # per partition, its counters' commands (``build_counters``), queued on its MULTI/EXEC when it is applied
-    counters: dict[tuple[str, int], "RecordedCommands"] = field(default_factory=dict)
-    set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
-    # the archive's worker storing the events already (``archive_in_background``): its refusals, when done
-    archiving: Future | None = None
-
-    def reject(self, message: Message, reason: str, detail: str) -> None:
-        self.dead_letters.append(
-            DeadLetter(
-                source=message.source,
-                partition=message.partition,
-                offset=message.offset,
-                reason=reason,
-                detail=detail[:500],
-                raw=message.value or b"",
-            )
-        )
-
-    def dead_counts(self, where: tuple[str, int]) -> Counter[str]:
-        return Counter(d.reason for d in self.dead_letters if (d.source, d.partition) == where)
-
-    def all_events(self) -> list[tuple[Message, Event]]:
-        return [pair for pairs in self.events.values() for pair in pairs]
-
-
-def parse_batch(
-    messages: Sequence[Message],
-    *,
-    directory: PartnerDirectory | None = None,
-    now: dt.datetime | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> ParsedBatch:
-    """Parse ``messages``: the CPU-bound half of ``process_batch``, which reads and writes no counter."""
-    started = time.monotonic()
-    now = now or timezone.now()
-    directory = directory or PartnerDirectory()
-    parsed = ParsedBatch(now=now, started=started)
-    lineages = retry_while_unavailable(directory.lineages, what="loading partners", should_stop=should_stop)
-    reader = EventReader(lineages=lineages, now=now)
-    refreshed = False
-    # A poll returns each partition's records together and in offset order: handle them a partition at a time.
-    for where, run in groupby(messages, key=lambda message: (message.source, message.partition)):
-        run = list(run)
-        offsets = [message.offset for message in run]
-        parsed.first_offsets[where] = min(parsed.first_offsets.get(where, offsets[0]), min(offsets))
-        parsed.next_offsets[where] = max(parsed.next_offsets.get(where, 0), max(offsets) + 1)
-        counted = parsed.events[where]
-        for message in run:
-            try:
-                try:
-                    event = reader.read(message.value)
-                except Rejected as rejected:
-                    code = rejected.subject
-                    if rejected.reason != Reason.UNKNOWN_PARTNER or not directory.worth_reloading_for(code):
-                        raise
-                    if not refreshed:
-                        # The partner may have been created since the cache was loaded: reload once per batch.
-                        lineages = retry_while_unavailable(
-                            lambda: directory.lineages(force=True),
-                            what="reloading partners",
-                            should_stop=should_stop,
-                        )
-                        reader = EventReader(lineages=lineages, now=now)
-                        refreshed = True
-                    if code not in lineages:
-                        directory.note_missing(code)
-                        raise
-                    event = reader.read(message.value)
-            except Rejected as rejected:
-                parsed.reject(message, rejected.reason, rejected.detail)
-                continue
-            except Exception as exc:  # a bug in the parser must not stop all counting: keep the message
-                logger.exception(
-                    "the parser failed on %s[%d]@%d", message.source, message.partition, message.offset
-                )
-                parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
-                continue
-            # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
-            # thousands of them (``_set_aside`` encodes the payload again for a dead letter).
-            counted.append((new_message((message.source, message.partition, message.offset, None)), event))
-    return parsed
 
 
 def _set_aside(
@@ -214,7 +79,7 @@ def _set_aside(
         )
         raw = message.value if message.value is not None else event.payload.encode()
         parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
-        parsed.events[(message.source, message.partition)].remove((message, event))
+        parsed.events[Partition(message.source, message.partition)].remove((message, event))
         if stage == "counting" and parsed.archiving is not None:  # else it was never handed to the archive
             parsed.set_aside_by_counting.append(event.event_id)
 
@@ -263,138 +128,57 @@ def _exact(arg):
     return bytes(memoryview(arg)) if type(arg) is bytes else arg
 
 
-def _record_counters(parsed: ParsedBatch, where: tuple[str, int]) -> RecordedCommands:
+def _record_counters(parsed: ParsedBatch, partition: Partition) -> RecordedCommands:
     commands = RecordedCommands()
-    pairs = parsed.events[where]
+    pairs = parsed.events[partition]
     _queue_counters(commands, [event for _, event in pairs], parsed.now)
     metrics.record_counted(commands, pairs)  # events counted, exactly once with the counters
     return commands
 
 
-def _build_partition_counters(parsed: ParsedBatch, where: tuple[str, int]) -> None:
+def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None:
     """Record the partition's counter commands; events the counter code refuses on their own are set aside."""
     try:
-        parsed.counters[where] = _record_counters(parsed, where)
+        parsed.counters[partition] = _record_counters(parsed, partition)
         return
     except Exception:
         pass
     # Rare path: find the events that fail on their own, recording into throwaway commands.
     refused = isolate_failures(
-        parsed.events[where], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
+        parsed.events[partition], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
     )
     _set_aside(parsed, refused, "counting")
-    parsed.counters[where] = _record_counters(parsed, where)
+    parsed.counters[partition] = _record_counters(parsed, partition)
 
 
 def build_counters(parsed: ParsedBatch) -> None:
     """Record each partition's counter commands: CPU only, no Redis (``count_batch`` does it when not done)."""
-    for where in parsed.next_offsets:
-        if where not in parsed.counters:
-            _build_partition_counters(parsed, where)
+    for partition in parsed.next_offsets:
+        if partition not in parsed.counters:
+            _build_partition_counters(parsed, partition)
 
 
-class StaleBatch(Exception):
-    """Redis holds a later offset for the partition than the batch's first: another consumer counted on."""
-
-    def __init__(self, where: tuple[str, int], stored: int):
-        super().__init__(f"{where[0]}[{where[1]}]: offset {stored} is stored already")
-        self.where, self.stored = where, stored
-
-
-def _check_not_stale(stored: bytes | None, parsed: ParsedBatch, where: tuple[str, int]) -> None:
-    if stored is not None and int(stored) > parsed.first_offsets[where]:
-        raise StaleBatch(where, int(stored))
+def _stored_past(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> int | None:
+    """Return the offset stored for ``partition`` if it is past the batch's first (the batch is stale), else None."""
+    if stored is not None and int(stored) > parsed.first_offsets[partition]:
+        return int(stored)
+    return None
 
 
-def _stale_partitions(client, parsed: ParsedBatch, group: str) -> list[StaleBatch]:
-    """The batch's partitions whose stored offset is past the batch already, in one round trip.
+def _stale_partitions(client, parsed: ParsedBatch, group: str) -> dict[Partition, int]:
+    """Return the batch's partitions whose stored offset is past the batch already, with it; one round trip.
 
     Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
-    here; ``_counters_pipeline`` checks again under WATCH, which is what keeps a batch from counting twice.
+    here; ``_apply_partition`` checks again under WATCH, which is what keeps a batch from counting twice.
     """
-    wheres = list(parsed.next_offsets)
+    partitions = list(parsed.next_offsets)
     pipe = client.pipeline(transaction=False)
-    for source, partition in wheres:
-        pipe.hget(keys.offsets(group, source), str(partition))
-    stale = []
-    for where, stored in zip(wheres, pipe.execute(), strict=True):
-        try:
-            _check_not_stale(stored, parsed, where)
-        except StaleBatch as exc:
-            stale.append(exc)
-    return stale
-
-
-def _counters_pipeline(client, parsed: ParsedBatch, where: tuple[str, int], group: str):
-    """One partition's counter commands queued (not sent) on a fresh MULTI/EXEC pipeline.
-
-    The pipeline WATCHes the partition's fence key and checks first that the offset stored for the partition
-    is not past the batch's first offset. A consumer that lost its partitions while frozen with a polled batch
-    (a stopped VM, a swap storm) finds the offset moved on and raises ``StaleBatch``; one whose apply races
-    another's gets a WatchError from EXEC. Either way the stale batch is not counted twice.
-    """
-    source, partition = where
-    pipe = client.pipeline(transaction=True)
-    try:
-        pipe.watch(keys.offset_fence(group, source, partition))
-        _check_not_stale(pipe.hget(keys.offsets(group, source), str(partition)), parsed, where)
-        pipe.multi()
-        parsed.counters[where].queue_on(pipe)
-    except BaseException:
-        pipe.reset()  # gives the watching connection back to the pool
-        raise
-    return pipe
-
-
-def _archive(pairs: Sequence[tuple[Message, Event]]) -> None:
-    events = [event for _, event in pairs]
-    faults.fail_for(events, point="archive")
-    with transaction.atomic():
-        get_archive().store(events)
-
-
-def _archive_retrying(pairs: list[tuple[Message, Event]], should_stop) -> list:
-    """Store ``pairs`` in the archive; return the ones it refused on their own, with the error."""
-    return retry_while_unavailable(
-        lambda: isolate_failures(pairs, _archive), what="archive", should_stop=should_stop
+    for source, number in partitions:
+        pipe.hget(keys.offsets(group, source), str(number))
+    found = (
+        (p, _stored_past(stored, parsed, p)) for p, stored in zip(partitions, pipe.execute(), strict=True)
     )
-
-
-@cache
-def _archive_worker() -> ThreadPoolExecutor:
-    # One long-lived thread: its database connection is opened once and kept, like the main thread's.
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive")
-
-
-def archive_in_background(parsed: ParsedBatch, *, should_stop: Callable[[], bool] = lambda: False) -> None:
-    """Start storing the batch's events from the archive's worker thread; ``count_batch`` waits for it.
-
-    Batches are archived one after another in the order they are handed over, so a consumer can hand over
-    the next batch while the one before is still being counted: the archive is idempotent and is committed
-    before the counters that cover it, whichever batch it belongs to.
-    """
-    parsed.archiving = _archive_worker().submit(_archive_retrying, parsed.all_events(), should_stop)
-
-
-def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:
-    with transaction.atomic():
-        DeadLetter.objects.bulk_create(dead_letters, ignore_conflicts=True, batch_size=500)
-
-
-def _store_dead_letters_isolated(dead_letters: list[DeadLetter]) -> None:
-    """Store the dead letters; one the database refuses is stored without its raw bytes, or logged."""
-    for letter, exc in isolate_failures(dead_letters, _store_dead_letters):
-        where = f"{letter.source}[{letter.partition}]@{letter.offset}"
-        stripped = DeadLetter(
-            source=letter.source[:255],
-            partition=letter.partition,
-            offset=letter.offset,
-            reason=letter.reason,
-            detail=f"raw bytes not storable ({type(exc).__name__}: {exc})"[:500],
-            raw=b"",
-        )
-        if isolate_failures([stripped], _store_dead_letters):
-            logger.error("dead letter %s (%s) could not be stored: %s", where, letter.reason, exc)
+    return {partition: stored for partition, stored in found if stored is not None}
 
 
 def process_batch(
@@ -426,30 +210,39 @@ def count_batch(
 ) -> BatchResult:
     """Archive a parsed batch, store its dead letters and apply its counters with each partition's offset.
 
+    1. Drop the partitions whose stored offset is past the batch (another consumer counted them on).
+    2. Build the counters' commands and archive the events: from the archive's worker thread, with its own
+       database connection, when the consumer started it or ``archive_concurrently`` asks (callers inside a
+       transaction of their own, tests, leave it off); the counters refuse an event before it is archived,
+       or the worker's copy is taken back.
+    3. Events the archive refused on their own become ``unstorable`` dead letters; store the dead letters.
+    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset (``_apply_partition``).
+
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
-    refuses on its own is found by bisecting the batch and becomes an ``unstorable`` dead letter.
-    ``archive_concurrently`` (the consumer's choice) stores the archive from a worker thread, with its own
-    database connection and transactions, while the counters are built; callers inside a transaction of
-    their own (tests) leave it off.
+    refuses on its own is found by bisecting the batch.
     """
     client = get_redis_connection("default")
     result = BatchResult()
-    for stale in retry_while_unavailable(
+    # step 1
+    stale = retry_while_unavailable(
         lambda: _stale_partitions(client, parsed, group), what="Redis offset check", should_stop=should_stop
-    ):
-        _drop_stale(parsed, result, stale)
-    if archive_concurrently or parsed.archiving is not None:
-        # The database inserts while this thread builds the counters (its driver releases the GIL), unless
-        # the consumer built them already.
-        if parsed.archiving is None:
-            archive_in_background(parsed, should_stop=should_stop)
-        build_counters(parsed)
+    )
+    for partition, stored in stale.items():
+        _drop_stale(parsed, result, partition, stored)
+
+    # step 2
+    if archive_concurrently and parsed.archiving is None:
+        archive_in_background(parsed, should_stop=should_stop)
+    # While the worker inserts (its driver releases the GIL), unless the consumer built them already.
+    build_counters(parsed)
+    if parsed.archiving is None:
+        refused = archive_refusals(parsed.all_events(), should_stop)
+    else:
         refused = parsed.archiving.result()
         # An event the counters refused after the worker started is archived nowhere: take back what the
         # worker stored of it. (A stale partition's events stay: the consumer that owns it now archives the
         # same rows.)
-        taken_back = parsed.set_aside_by_counting
-        if taken_back:
+        if taken_back := parsed.set_aside_by_counting:
             retry_while_unavailable(
                 lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
             )
@@ -457,47 +250,32 @@ def count_batch(
         refused = [
             (pair, exc)
             for pair, exc in refused
-            if pair in parsed.events.get((pair[0].source, pair[0].partition), ())
+            if pair in parsed.events.get(Partition(pair[0].source, pair[0].partition), ())
         ]
-    else:
-        # Counters are built before anything is stored, so an event they refuse is archived nowhere.
-        build_counters(parsed)
-        refused = _archive_retrying(parsed.all_events(), should_stop)
+
+    # step 3
     _set_aside(parsed, refused, "archive")
-    for where in {(m.source, m.partition) for (m, _), _ in refused}:
-        _build_partition_counters(parsed, where)
+    for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
+        _build_partition_counters(parsed, partition)
     retry_while_unavailable(
-        lambda: _store_dead_letters_isolated(parsed.dead_letters),
-        what="dead letters",
-        should_stop=should_stop,
+        lambda: store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
     )
     faults.reach("after_archive")
 
-    for where, next_offset in list(parsed.next_offsets.items()):
-        dead = parsed.dead_counts(where)
-
-        def apply(where=where, next_offset=next_offset, dead=dead) -> None:
-            # Each attempt builds the pipeline again, which checks the stored offset again: a transaction
-            # that ran before the connection dropped is not applied twice.
-            while True:
-                pipe = _counters_pipeline(client, parsed, where, group)
-                try:
-                    _apply_partition(client, where, pipe, dead, next_offset=next_offset, group=group)
-                    return
-                except WatchError:
-                    continue
-
-        try:
-            retry_while_unavailable(
-                apply, what=f"Redis apply of {where[0]}[{where[1]}]", should_stop=should_stop
-            )
-        except StaleBatch as stale:
-            if stale.stored != next_offset:  # else: applied before the connection dropped
-                _drop_stale(parsed, result, stale)
-                continue
-        result.counted += len(parsed.events.get(where, []))
+    # step 4
+    for partition, next_offset in list(parsed.next_offsets.items()):
+        dead = parsed.dead_counts(partition)
+        stored = retry_while_unavailable(
+            partial(_apply_partition, client, parsed, partition, dead=dead, group=group),
+            what=f"Redis apply of {partition}",
+            should_stop=should_stop,
+        )
+        if stored is not None and stored != next_offset:  # equal: applied before the connection dropped
+            _drop_stale(parsed, result, partition, stored)
+            continue
+        result.counted += len(parsed.events.get(partition, []))
         result.dead.update(dead)
-        result.next_offsets[where] = next_offset
+        result.next_offsets[partition] = next_offset
         faults.reach("after_redis")
     if result.dead:
         logger.warning("batch: %s", result.summary())
@@ -505,37 +283,57 @@ def count_batch(
     return result
 
 
-def _drop_stale(parsed: ParsedBatch, result: BatchResult, stale: StaleBatch) -> None:
+def _drop_stale(parsed: ParsedBatch, result: BatchResult, partition: Partition, stored: int) -> None:
     """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
-    where = stale.where
     logger.warning(
-        "%s[%d]: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
+        "%s: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
         "the batch is not counted here",
-        where[0],
-        where[1],
-        stale.stored,
-        parsed.first_offsets[where],
+        partition,
+        stored,
+        parsed.first_offsets[partition],
     )
-    parsed.events.pop(where, None)
-    parsed.counters.pop(where, None)
-    parsed.next_offsets.pop(where, None)
-    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != where]
-    result.stale[where] = stale.stored
+    parsed.events.pop(partition, None)
+    parsed.counters.pop(partition, None)
+    parsed.next_offsets.pop(partition, None)
+    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != partition]
+    result.stale[partition] = stored
 
 
 def _apply_partition(
-    client, where: tuple[str, int], pipe, dead: Counter[str], *, next_offset: int, group: str
-) -> None:
-    """One MULTI/EXEC: the partition's counters, its dead-letter counts and its next offset."""
-    source, partition = where
-    for reason, n in dead.items():
-        pipe.hincrby(keys.dead_letter_counts(), reason, n)
-    if dead:
-        pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
-    pipe.hset(keys.offsets(group, source), str(partition), next_offset)
-    pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
-    pipe.set(keys.offset_fence(group, source, partition), next_offset, ex=keys.LONG_TTL)
-    pipe.execute()
+    client, parsed: ParsedBatch, partition: Partition, *, dead: Counter[str], group: str
+) -> int | None:
+    """Apply the partition's share in one MULTI/EXEC: its counters, dead-letter counts and next offset.
+
+    Return None once applied, or the stored offset instead when it is past the batch's first: the batch is
+    stale. The MULTI/EXEC WATCHes the partition's fence key and reads the stored offset first, so a consumer
+    that lost its partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset
+    moved on, and one whose apply races another's has its EXEC refused (WatchError) and looks again. Each
+    attempt reads the stored offset again: after a dropped connection, a transaction that ran is not sent twice.
+    """
+    source, number = partition
+    next_offset = parsed.next_offsets[partition]
+    while True:
+        pipe = client.pipeline(transaction=True)
+        try:
+            pipe.watch(keys.offset_fence(group, source, number))
+            stored = _stored_past(pipe.hget(keys.offsets(group, source), str(number)), parsed, partition)
+            if stored is not None:
+                return stored
+            pipe.multi()
+            parsed.counters[partition].queue_on(pipe)
+            for reason, n in dead.items():
+                pipe.hincrby(keys.dead_letter_counts(), reason, n)
+            if dead:
+                pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
+            pipe.hset(keys.offsets(group, source), str(number), next_offset)
+            pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
+            pipe.set(keys.offset_fence(group, source, number), next_offset, ex=keys.LONG_TTL)
+            pipe.execute()
+            return None
+        except WatchError:
+            continue
+        finally:
+            pipe.reset()  # gives the watching connection back to the pool
 
 
 def stored_offsets(*, group: str, source: str) -> dict[int, int]:

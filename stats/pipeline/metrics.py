@@ -55,6 +55,41 @@ def record_batch_duration(seconds: float) -> None:
         logger.warning("could not record the batch duration (%s)", exc)
 
 
+# A member entry older than this is a consumer that stopped reporting (killed): it is not shown.
+MEMBER_FRESH_SECONDS = 60.0
+
+
+def record_membership(*, group: str, member: str, held_none_since: float | None, now: float) -> None:
+    """Report that consumer ``member`` has held no partition since ``held_none_since`` (None: it holds some)."""
+    since = "-" if held_none_since is None else repr(held_none_since)
+    client = get_redis_connection("default")
+    try:
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(keys.metrics_members(group), member, f"{since}|{now!r}")
+        pipe.expire(keys.metrics_members(group), keys.DAY)
+        pipe.execute()
+    except RedisError as exc:  # a report, not a count: the next one catches up
+        logger.warning("could not report this consumer's partitions (%s)", exc)
+
+
+def forget_member(*, group: str, member: str) -> None:
+    try:
+        get_redis_connection("default").hdel(keys.metrics_members(group), member)
+    except RedisError as exc:
+        logger.warning("could not remove this consumer's report (%s)", exc)
+
+
+def seconds_without_partitions(*, group: str, now: float) -> dict[str, float]:
+    """Return, per consumer reporting lately, how long it has held no partition (0 while it holds some)."""
+    raw = get_redis_connection("default").hgetall(keys.metrics_members(group))
+    members = {}
+    for member, value in raw.items():
+        since, reported = value.decode().split("|")
+        if now - float(reported) <= MEMBER_FRESH_SECONDS:
+            members[member.decode()] = 0.0 if since == "-" else max(now - float(since), 0.0)
+    return members
+
+
 def counted_events() -> dict[tuple[str, str], int]:
     """Return events counted so far by ``(type, source)``."""
     raw = get_redis_connection("default").hgetall(keys.metrics_counted())

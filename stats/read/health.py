@@ -31,6 +31,7 @@ def health_problems(*, now: dt.datetime | None = None) -> list[str]:
         lambda: _flush(now),
         lambda: _reconcile(now),
         lambda: _dead_letters(now),
+        _unassigned,
     ]
     problems: list[str] = []
     for check in checks:
@@ -117,4 +118,14 @@ def _dead_letters(now: dt.datetime) -> list[str]:
     return [
         _("%(total)d dead letters today (threshold %(limit)d): %(reasons)s")
         % {"total": total, "limit": limit, "reasons": reasons}
+    ]
+
+
+def _unassigned() -> list[str]:
+    limit = stats_setting("HEALTH_MAX_UNASSIGNED_SECONDS")
+    return [
+        _("consumer %(member)s has held no partition of %(topic)s for %(seconds)d s (threshold %(limit)d s)")
+        % {"member": member, "topic": settings.KAFKA_TOPIC, "seconds": seconds, "limit": limit}
+        for member, seconds in sorted(pipeline_status.consumers_without_partitions().items())
+        if seconds > limit
     ]

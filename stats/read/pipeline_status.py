@@ -8,6 +8,7 @@ job runs, Kafka end offsets as last seen) and SQL (dead letters, drift). Only ``
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from cpsproject.common import jobruns
 from cpsproject.common.timeutil import day_bounds
 from stats import keys
 from stats.models import DeadLetter, ReconcileDrift
-from stats.pipeline import lag
+from stats.pipeline import lag, metrics
 from stats.pipeline.ingest import stored_offsets
 from stats.read.selectors import outermost_rows
 
@@ -80,6 +81,11 @@ def consumer_lag() -> list[PartitionLag]:
 def last_kafka_probe() -> lag.Probe | None:
     """Return when the last live probe of Kafka ran and what went wrong, or None."""
     return lag.last_probe()
+
+
+def consumers_without_partitions() -> dict[str, float]:
+    """Return, per running consumer of the group ("host:pid"), how long it has held no partition (0: it holds)."""
+    return metrics.seconds_without_partitions(group=settings.KAFKA_GROUP_ID, now=time.time())
 
 
 def last_job_success(name: str) -> dt.datetime | None:

@@ -161,3 +161,22 @@ def test_a_service_out_of_reach_is_one_line_and_exit_one_without_a_traceback(ser
     # One line for the service, however many checks needed it (mysqlclient's errno varies: 111 or 115).
     assert len([line for line in lines if line.startswith(expected)]) == 1
     assert service == "database" or expected in lines
+
+
+@pytest.mark.time_machine("2026-11-22T03:00:00+08:00", tick=False)
+def test_a_consumer_that_held_no_partition_too_long_is_a_problem(settings, capsys, kafka_down):
+    import time
+
+    from stats.pipeline import metrics
+
+    settings.CPS_STATS = {**settings.CPS_STATS, "HEALTH_MAX_UNASSIGNED_SECONDS": 60}
+    now = time.time()
+    for member, since in [("host-a:11", now - 61.5), ("host-b:12", now - 59), ("host-c:13", None)]:
+        metrics.record_membership(
+            group=settings.KAFKA_GROUP_ID, member=member, held_none_since=since, now=now
+        )
+    code, lines = health(capsys)
+    assert code == 1
+    assert [line for line in lines if line.startswith("consumer host")] == [
+        f"consumer host-a:11 has held no partition of {settings.KAFKA_TOPIC} for 61 s (threshold 60 s)"
+    ]

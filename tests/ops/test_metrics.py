@@ -151,6 +151,61 @@ def test_a_scrape_with_kafka_out_of_reach_is_fast_and_logs_nothing_of_kafka(staf
     assert [r.getMessage() for r in caplog.records if r.name.startswith("kafka")] == []
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.kafka
+def test_each_partitions_counted_and_end_offsets_are_scraped(kafka_settings, staff):
+    settings = kafka_settings
+    create_tree()
+    now = timezone.now()
+    values = [pv_event(now - dt.timedelta(seconds=1), "A1", f"u{n}") for n in range(5)]
+    produce(settings, {0: values[:4], 1: values[4:]})
+    process_batch(
+        [Message(settings.KAFKA_TOPIC, 0, offset, values[offset]) for offset in range(3)],
+        group=settings.KAFKA_GROUP_ID,
+        now=now,
+    )
+    probe_kafka_task()  # the minute job records the end offsets the scrape reads
+    samples = scrape(staff)
+    offsets = {
+        (dict(labels)["partition"], dict(labels)["offset"]): v
+        for (name, labels), v in samples.items()
+        if name == "cps_consumer_offset"
+    }
+    assert offsets == {
+        ("0", "counted"): 3,
+        ("0", "end"): 4,
+        ("1", "counted"): 0,
+        ("1", "end"): 1,
+        ("2", "counted"): 0,
+        ("2", "end"): 0,
+    }
+
+
+def test_consumers_holding_no_partition_are_scraped_with_how_long(staff, kafka_down):
+    now = time.time()
+    metrics.record_membership(group=settings_group(), member="host-a:11", held_none_since=now - 42, now=now)
+    metrics.record_membership(group=settings_group(), member="host-b:12", held_none_since=None, now=now)
+    # Killed without a word: its last report is older than a minute, so it is not shown.
+    metrics.record_membership(
+        group=settings_group(), member="host-c:13", held_none_since=now - 900, now=now - 61
+    )
+    samples = scrape(staff)
+    unassigned = {
+        dict(labels)["member"]: v
+        for (name, labels), v in samples.items()
+        if name == "cps_consumer_unassigned_seconds"
+    }
+    assert unassigned.keys() == {"host-a:11", "host-b:12"}
+    assert 42 <= unassigned["host-a:11"] < 60
+    assert unassigned["host-b:12"] == 0
+
+
+def settings_group() -> str:
+    from django.conf import settings
+
+    return settings.KAFKA_GROUP_ID
+
+
 def test_metrics_need_staff_or_the_token(settings, kafka_down):
     settings.CPS_METRICS_TOKEN = TOKEN
     assert Client().get("/metrics").status_code == 403

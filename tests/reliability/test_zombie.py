@@ -3,7 +3,7 @@ its stale batch when it wakes up (a "zombie"): another consumer has counted thos
 
 ``process_batch`` builds each partition's MULTI/EXEC on a pipeline that WATCHes the partition's fence key and
 checks that the offset stored in Redis is not past the batch's first offset; a woken zombie finds it moved on
-and drops its share of the batch (stats/pipeline/ingest.py, ``StaleBatch``).
+and drops its share of the batch (stats/pipeline/ingest.py, ``_apply_partition``).
 """
 
 import logging

@@ -184,3 +184,34 @@ def test_a_batch_behind_the_stored_offset_is_not_counted_again():
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_behind_the_stored_offset_is_not_counted_again_with_the_archive_worker():
     _zombie_scenario(archive_concurrently=True)
+
+
+def test_a_message_the_parser_crashes_on_is_a_dead_letter_with_its_bytes_and_the_rest_counts(monkeypatch):
+    """A bug in the parser (an exception other than a rejection) loses no message and stops no counting."""
+    from stats.pipeline import batch
+    from stats.pipeline.events import EventReader
+    from stats.pipeline.ingest import Message, process_batch
+
+    class BuggyReader(EventReader):
+        def read(self, value):
+            if b'"u-crash"' in value:
+                raise ZeroDivisionError("a parser bug")
+            return super().read(value)
+
+    monkeypatch.setattr(batch, "EventReader", BuggyReader)
+    create_tree()
+    crashing = pv_event(NOON, "A1", "u-crash")
+    values = [pv_event(NOON, "A1", f"u{n}") for n in range(6)]
+    values.insert(3, crashing)
+    messages = [Message("topic-bug", 1, 100 + n, value) for n, value in enumerate(values)]
+    result = process_batch(messages, group="g-bug", now=NOON)
+    assert (result.counted, dict(result.dead)) == (6, {"parse_error": 1})
+    (letter,) = DeadLetter.objects.all()
+    where = (letter.source, letter.partition, letter.offset)
+    assert (where, letter.reason) == (("topic-bug", 1, 103), "parse_error")
+    assert bytes(letter.raw) == crashing
+    assert letter.detail == "ZeroDivisionError: a parser bug"
+    # The offset moves past all seven, the crashing one included: it is kept, not read again.
+    assert stored_offsets(group="g-bug", source="topic-bug") == {1: 107}
+    flush(now=LATER)
+    assert (daily("A1", DAY).pv, daily("A", DAY).pv) == (6, 6)
