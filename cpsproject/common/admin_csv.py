@@ -17,6 +17,7 @@ from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import F, OrderBy, Q
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponseRedirect, StreamingHttpResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -53,14 +54,36 @@ def _ordering(queryset) -> list[tuple[str, bool]]:
     keys = []
     for term in terms:
         if isinstance(term, str) and term != "?":
-            keys.append((term.lstrip("-"), term.startswith("-")))
+            keys.extend(_related_ordering(queryset.model, term.lstrip("-"), term.startswith("-")))
         elif isinstance(term, OrderBy) and isinstance(term.expression, F) and term.nulls_first is None:
-            keys.append((term.expression.name, term.descending))
+            keys.extend(_related_ordering(queryset.model, term.expression.name, term.descending))
         else:
             return []
     if not any(lookup in ("pk", queryset.model._meta.pk.name) for lookup, _descending in keys):
         keys.append(("pk", False))  # a total order: rows with equal keys would otherwise repeat or vanish
     return keys
+
+
+def _related_ordering(model, lookup: str, descending: bool) -> list[tuple[str, bool]]:
+    """``lookup`` as the database orders it: a relation sorts by its model's own ``Meta.ordering``.
+
+    The change list sorted by a partner column orders by ``partner__path`` (Django expands the relation the
+    same way); sorting the export by the key ``partner_id`` instead would list the rows in another order.
+    """
+    field = None
+    for part in lookup.split(LOOKUP_SEP):
+        if part == "pk":
+            return [(lookup, descending)]
+        field = model._meta.get_field(part)
+        model = field.related_model if field.is_relation else model
+    if field is None or not field.is_relation or not model._meta.ordering:
+        return [(lookup, descending)]
+    if not all(isinstance(term, str) for term in model._meta.ordering):
+        return [(lookup, descending)]
+    return [
+        (f"{lookup}{LOOKUP_SEP}{term.lstrip('-')}", descending != term.startswith("-"))
+        for term in model._meta.ordering
+    ]
 
 
 def _after(keys: list[tuple[str, bool]], last: Sequence[object]) -> Q:
