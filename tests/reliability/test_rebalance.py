@@ -43,6 +43,15 @@ def held(child: Child) -> set[int]:
     return found[-1][1] if found else set()
 
 
+def taken(survivors: dict[Child, int], partition: int) -> bool:
+    """Whether a survivor logged an assignment of ``partition`` after its mark."""
+    return any(
+        partition in parts
+        for child, since in survivors.items()
+        for _when, parts, _seen in assignments(child, since=since)
+    )
+
+
 def assert_resumed_from(survivors: dict[Child, int], *, partitions: set[int], stored: dict[int, int]) -> None:
     """The first survivor to take each partition (after its mark) seeks it to the offset stored in Redis."""
     for partition in partitions:
@@ -93,6 +102,12 @@ def test_consumers_joining_leaving_and_dying_count_exactly_and_resume_from_store
 
     wait_until(c_is_working, seconds=120, what="consumer C to join and count")
     c_parts = held(c)
+    # C may count before A has logged its own share of the same rebalance (A's batches are slowed).
+    wait_until(
+        lambda: all(taken({a: a_mark, c: 0}, p) for p in b_parts),
+        seconds=60,
+        what=f"B's partitions {sorted(b_parts)} to be taken by A or C",
+    )
     assert_resumed_from({a: a_mark, c: 0}, partitions=b_parts, stored=left_at)
     a_mark = len(a.stderr())
     c.process.send_signal(signal.SIGKILL)
