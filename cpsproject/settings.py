@@ -136,6 +136,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis --------------------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# REDIS_URL names one node of a Redis Cluster (any node); the product spreads its keys over the slots.
+REDIS_CLUSTER = env_bool("REDIS_CLUSTER", False)
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
@@ -143,6 +145,8 @@ CACHES = {
         "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
     }
 }
+if REDIS_CLUSTER:
+    CACHES["default"]["OPTIONS"]["CONNECTION_FACTORY"] = "cpsproject.common.redis_cluster.ClusterConnectionFactory"
 
 # --- Raw-event archive, Kafka -------------------------------------------------------------------------
 MONGO_URL = os.environ.get("MONGO_URL", "")
