@@ -298,17 +298,23 @@ class CountingThread:
         self.failed = False  # read and written by the counting thread only
 
     def _count(self, parsed: ParsedBatch) -> BatchResult:
-        # Once a batch failed, the ones queued behind it are not counted: their offsets would move the
-        # partition past the failed batch's events, which a restart must read again.
-        if self.failed:
-            raise StopRequested("an earlier batch was not counted")
         try:
+            # Once a batch failed, the ones queued behind it are not counted: their offsets would move the
+            # partition past the failed batch's events, which a restart must read again.
+            if self.failed:
+                raise StopRequested("an earlier batch was not counted")
             return count_batch(
                 parsed, group=self.group, should_stop=self.stop.is_set, archive_concurrently=True
             )
         except BaseException:
             self.failed = True
             raise
+        finally:
+            # Its archive started when it was handed over. The rows of a batch that is not counted are harmless
+            # (a restart stores the same ones), but a write still running after ``close`` would land in whatever
+            # this process runs next.
+            if parsed.archiving is not None:
+                parsed.archiving.exception()
 
     def start(self, parsed: ParsedBatch) -> list[Future[BatchResult]]:
         """Archive ``parsed`` now and count it after the batches before; return the batches that are done.

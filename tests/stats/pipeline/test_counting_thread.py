@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from stats.pipeline import consumer
+from stats.pipeline import consumer, storing
 from stats.pipeline.consumer import CountingThread, StopFlag
 from stats.pipeline.ingest import Message, build_counters, parse_batch, stored_offsets
 from stats.pipeline.isolation import StopRequested
-from tests.factories import at, create_tree, pv_event
+from tests.factories import archived_event_count, at, create_tree, pv_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,6 +47,13 @@ def test_a_batch_queued_behind_one_that_failed_is_not_counted(monkeypatch):
         return real_count_batch(batch, **kwargs)
 
     monkeypatch.setattr(consumer, "count_batch", first_batch_fails)
+    real_archive = storing._archive
+
+    def slow_archive(pairs):
+        time.sleep(0.3)
+        real_archive(pairs)
+
+    monkeypatch.setattr(storing, "_archive", slow_archive)
     counting = CountingThread(group="gf", stop=StopFlag())
     try:
         done = counting.start(parsed(range(0, 10))) + counting.start(parsed(range(10, 15))) + counting.drain()
@@ -58,6 +65,11 @@ def test_a_batch_queued_behind_one_that_failed_is_not_counted(monkeypatch):
         done[1].result()
     assert len(calls) == 1
     assert stored_offsets(group="gf", source="topic-c") == {}
+    # Both batches' archives were under way: once closed, nothing of them is still being written (a write
+    # landing later went into the next test's database).
+    assert archived_event_count() == 15
+    time.sleep(0.7)
+    assert archived_event_count() == 15
 
 
 def test_the_revoke_hook_waits_for_every_batch_handed_over(monkeypatch):
