@@ -43,20 +43,22 @@ from cpsproject.common.timeutil import (  # noqa: E402
     stamp_month,
 )
 from loginlog import keys as login_keys  # noqa: E402
-from loginlog.bitmaps import month_bits_to_mask  # noqa: E402
+from loginlog.bitmaps import month_bits_to_mask, split_bitmap  # noqa: E402
 from loginlog.selectors import active_page as _active_page  # noqa: E402
 from loginlog.selectors import active_user_ids as _active_user_ids  # noqa: E402
 from partners.models import Partner  # noqa: E402
 from partners.services import portal_token_issue  # noqa: E402
 from stats import keys  # noqa: E402
+from stats.counters import pageviews  # noqa: E402
 from stats.counters.pageviews import SELF, TREE, bucket_start, queue_page_views  # noqa: E402
 from stats.counters.tally import PageViewTally  # noqa: E402
+from stats.counters.uniques import queue_uniques  # noqa: E402
 from stats.devtools.simulate import simulate_events  # noqa: E402
 from stats.jobs.flush import flush as _flush  # noqa: E402
 from stats.models import DailyStat  # noqa: E402
 from stats.pipeline.archive import get_archive  # noqa: E402
 from stats.pipeline.events import Rejected, parse_event  # noqa: E402
-from stats.pipeline.ingest import Message, PartnerDirectory, process_batch  # noqa: E402
+from stats.pipeline.ingest import Message, PartnerDirectory, process_batch, unfenced_writes  # noqa: E402
 from stats.pipeline.registry import queue_counters  # noqa: E402
 from stats.read.selectors import uv_between as _uv_between  # noqa: E402
 
@@ -165,8 +167,8 @@ class Ingest:
         """
         events = self.parse(values)
         pipe = redis().pipeline(transaction=True)
-        queue_counters(pipe, events, now=self.now)
-        pipe.hset(keys.offsets(self.group, self.source), str(partition), len(values))
+        queue_counters(unfenced_writes(pipe, partition), events, now=self.now)
+        pipe.set(keys.offset(self.group, self.source, partition), len(values))
         pipe.execute()
 
     def process(self, values: Sequence[bytes], *, first_offset: int, partition: int = 0) -> int:
@@ -200,11 +202,11 @@ class Ingest:
                 if getattr(event, "lineage", None) is None or event.is_bot:
                     continue
                 stamp = stamp_minute(bucket_start(event.ts))
-                bucket = keys.pv_bucket(event.lineage.code, stamp)
+                bucket = keys.pv_bucket(0, event.lineage.code, stamp)
                 client.incr(bucket)
-                client.zadd(keys.pv_index(), {bucket: int(stamp)})
+                client.zadd(keys.pv_index(0), {bucket: int(stamp)})
                 client.pfadd(
-                    keys.uv_day(event.lineage.code, stamp_day(local_day(event.ts)), SELF), event.openid
+                    keys.uv_day(0, event.lineage.code, stamp_day(local_day(event.ts)), SELF), event.openid
                 )
 
 
@@ -242,7 +244,10 @@ def queue_dirty_buckets(*, day: dt.date, buckets: int, users: int = 200) -> int:
 
     def send() -> None:
         pipe = client.pipeline(transaction=False)
-        queue_page_views(pipe, PageViewTally.of(views), now=now)
+        tally = PageViewTally.of(views)
+        writes = unfenced_writes(pipe)
+        queue_page_views(writes, tally, now=now)
+        queue_uniques(writes, tally)
         pipe.execute()
         views.clear()
 
@@ -262,7 +267,7 @@ def queue_dirty_buckets(*, day: dt.date, buckets: int, users: int = 200) -> int:
 
 
 def dirty_bucket_count() -> int:
-    return redis().zcard(keys.pv_index())
+    return pageviews.pending_count(redis())
 
 
 def flush_row_by_row(*, budget_seconds: float) -> tuple[int, int, float]:
@@ -274,7 +279,7 @@ def flush_row_by_row(*, budget_seconds: float) -> tuple[int, int, float]:
     import time
 
     client = redis()
-    members = [m.decode() for m in client.zrange(keys.pv_index(), 0, -1)]
+    members = [m.decode() for m in client.zrange(keys.pv_index(0), 0, -1)]  # queue_dirty_buckets' partition
     ids = dict(Partner.objects.values_list("code", "id"))
     table = connection.ops.quote_name(DailyStat._meta.db_table)
     sql = f"UPDATE {table} SET pv = pv + %s, pv_self = pv_self + %s WHERE partner_id = %s AND date = %s"
@@ -428,19 +433,25 @@ def load_logins(
             month_masks[(user, stamp_month(day))] |= 1 << day.day
     client = redis()
     for day, bits in day_bits.items():
-        client.set(login_keys.login_day(user_type, stamp_day(day)), bytes(bits))
-    by_month: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
-    for (user, month), mask in month_masks.items():
-        by_month[month].append((user, mask))
-    for month, entries in by_month.items():
-        client.zadd(login_keys.login_months(), {month: int(month)})
-        for start in range(0, len(entries), 10_000):
-            chunk = entries[start : start + 10_000]
-            # Bit d of a month bitmap is day d, most significant bit of byte 0 first (SETBIT's order).
-            client.mset(
-                {login_keys.login_month(user_type, user, month): _month_bitmap(mask) for user, mask in chunk}
+        for number, block_bits in split_bitmap(bytes(bits)).items():
+            block = login_keys.Block(user_type, number)
+            client.set(login_keys.login_day(block, stamp_day(day)), block_bits)
+            client.zadd(
+                login_keys.login_blocks(),
+                {login_keys.blocks_member(stamp_month(day), block): int(stamp_month(day))},
             )
-            client.sadd(login_keys.login_index(month), *(f"{user_type}:{user}" for user, _ in chunk))
+    by_block_month: defaultdict[tuple[login_keys.Block, str], list[tuple[int, int]]] = defaultdict(list)
+    for (user, month), mask in month_masks.items():
+        by_block_month[(login_keys.block_of(user_type, user), month)].append((user, mask))
+    pipe = client.pipeline(transaction=False)
+    for (block, month), entries in by_block_month.items():
+        # Bit d of a month bitmap is day d, most significant bit of byte 0 first (SETBIT's order).
+        for user, mask in entries:
+            pipe.set(login_keys.login_month(user_type, user, month), _month_bitmap(mask))
+        pipe.sadd(login_keys.login_index(block, month), *(user for user, _ in entries))
+        if len(pipe) > 10_000:
+            pipe.execute()
+    pipe.execute()
     return set(users)
 
 
@@ -470,16 +481,22 @@ def active_users_by_key_scan(*, user_type: str, start: dt.date, end: dt.date) ->
     client = redis()
     wanted_days = {start + dt.timedelta(days=n) for n in range((end - start).days + 1)}
     months = sorted({stamp_month(day) for day in wanted_days})
-    active: set[str] = set()
-    for month in months:
+    active: set[int] = set()
+    blocks = {
+        login_keys.parse_blocks_member(m.decode())
+        for m in client.zrangebyscore(login_keys.login_blocks(), int(months[0]), int(months[-1]))
+    }
+    for month, block in sorted(blocks):
+        if block.user_type != user_type:
+            continue
         mask = sum(1 << (d.day - 1) for d in wanted_days if stamp_month(d) == month)
-        members = [m.decode() for m in client.sscan_iter(login_keys.login_index(month), count=10_000)]
+        members = [int(m) for m in client.sscan_iter(login_keys.login_index(block, month), count=10_000)]
         for offset in range(0, len(members), 10_000):
-            chunk = [m for m in members[offset : offset + 10_000] if m.startswith(f"{user_type}:")]
+            chunk = members[offset : offset + 10_000]
             pipe = client.pipeline(transaction=False)
-            for member in chunk:
-                pipe.get(login_keys.login_month(user_type, int(member.split(":", 1)[1]), month))
+            for user in chunk:
+                pipe.get(login_keys.login_month(user_type, user, month))
             active.update(
-                m for m, bits in zip(chunk, pipe.execute(), strict=True) if month_bits_to_mask(bits) & mask
+                u for u, bits in zip(chunk, pipe.execute(), strict=True) if month_bits_to_mask(bits) & mask
             )
     return len(active)

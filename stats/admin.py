@@ -8,7 +8,7 @@ from django_redis import get_redis_connection
 
 from cpsproject.common.admin_csv import CsvExportMixin
 from partners.models import Partner
-from stats.counters.pageviews import hll_union_counts
+from stats.counters.uniques import merged_counts
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
 from stats.read.selectors import outermost_rows
 
@@ -147,9 +147,8 @@ class DailyStatAdmin(ReadOnlyAdmin):
         totals["uv"] = totals["uv_self"] = None
         if 0 < totals["rows"] <= TOTAL_UV_MAX_ROWS:
             blobs = list(queryset.order_by().values_list("hll", "hll_self"))
-            tree, own = hll_union_counts(
-                get_redis_connection("default"),
-                [([b[0] for b in blobs], []), ([b[1] for b in blobs], [])],
+            (_, tree), (_, own) = merged_counts(
+                get_redis_connection("default"), [[b[0] for b in blobs], [b[1] for b in blobs]]
             )
             totals["uv"], totals["uv_self"] = tree, own
         return totals

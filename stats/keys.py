@@ -52,6 +52,13 @@ Pipeline metrics (``stats.pipeline.metrics``; read at scrape time by ``stats.rea
                                             last report (every few seconds; an entry not renewed is a dead one)
 """
 
+import functools
+import itertools
+
+from django.conf import settings
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS as SLOTS
+from redis.crc import key_slot
+
 from cpsproject.common.redis_keys import prefix
 from stats.conf import stats_setting
 
@@ -84,11 +91,53 @@ def series_ttl(precision: int, samples: int) -> int:
     return precision * samples + DAY
 
 
+# --- Kafka partitions ---------------------------------------------------------------------------------
+
+# Where in the slot space each partition's tag lands, in twelfths, and in an order that spreads the first 2,
+# 3, 4, 6 or 12 partitions evenly over as many masters holding equal slot ranges (what ``redis-cli --cluster
+# create`` makes). Hashed as they come, ``{cps:p0}``…``{cps:p5}`` put three partitions on one of three masters
+# and one on another: CRC16 of names a digit apart lands about a quarter of the slots apart.
+_TWELFTHS = (0, 6, 10, 3, 5, 8, 1, 7, 11, 4, 2, 9)
+
+
+@functools.lru_cache(maxsize=4096)
+def _partition_tag(base: str, partition: int) -> str:
+    twelfth = _TWELFTHS[partition % len(_TWELFTHS)]
+    low, high = twelfth * SLOTS // 12, (twelfth + 1) * SLOTS // 12
+    for attempt in itertools.count():
+        name = f"{base}:p{partition}" + (f".{attempt}" if attempt else "")
+        if low <= key_slot(name.encode()) < high:
+            return "{" + name + "}"
+    raise AssertionError("unreachable")
+
+
+def partition_tag(partition: int) -> str:
+    """The hash tag of every key a Kafka partition's batches increment: ``{P:p7}``, or ``{P:p7.n}`` for the
+    first ``n`` that puts it in the partition's share of the slots (see ``_TWELFTHS``)."""
+    return _partition_tag(settings.CPS_REDIS_PREFIX, partition)
+
+
+def partitions() -> str:
+    return f"{prefix()}:partitions"
+
+
+def layout_version() -> str:
+    return f"{prefix()}:layout"
+
+
+def offset(group: str, topic: str, partition: int) -> str:
+    return f"{partition_tag(partition)}:offset:{group}:{topic}"
+
+
+def dead_letter_counts(partition: int) -> str:
+    return f"{partition_tag(partition)}:deadletters"
+
+
 # --- PV / UV ------------------------------------------------------------------------------------------
 
 
-def pv_bucket(code: str, stamp: str) -> str:
-    return f"{prefix()}:pv:{code}:{stamp}"
+def pv_bucket(partition: int, code: str, stamp: str) -> str:
+    return f"{partition_tag(partition)}:pv:{code}:{stamp}"
 
 
 def parse_pv_bucket(key: str) -> tuple[str, str]:
@@ -97,12 +146,12 @@ def parse_pv_bucket(key: str) -> tuple[str, str]:
     return code, stamp
 
 
-def pv_index() -> str:
-    return f"{prefix()}:pv:index"
+def pv_index(partition: int) -> str:
+    return f"{partition_tag(partition)}:pv:index"
 
 
-def uv_day(code: str, day_stamp: str, scope: str) -> str:
-    return f"{prefix()}:uv:{code}:{day_stamp}:{scope}"
+def uv_day(partition: int, code: str, day_stamp: str, scope: str) -> str:
+    return f"{partition_tag(partition)}:uv:{code}:{day_stamp}:{scope}"
 
 
 def parse_uv_day(key: str) -> tuple[str, str, str]:
@@ -111,24 +160,12 @@ def parse_uv_day(key: str) -> tuple[str, str, str]:
     return code, day_stamp, scope
 
 
-def uv_index(day_stamp: str) -> str:
-    return f"{prefix()}:uv:index:{day_stamp}"
+def uv_index(partition: int, day_stamp: str) -> str:
+    return f"{partition_tag(partition)}:uv:index:{day_stamp}"
 
 
-def uv_days() -> str:
-    return f"{prefix()}:uv:days"
-
-
-def offsets(group: str, topic: str) -> str:
-    return f"{prefix()}:offsets:{group}:{topic}"
-
-
-def offset_fence(group: str, topic: str, partition: int) -> str:
-    return f"{prefix()}:fence:{group}:{topic}:{partition}"
-
-
-def dead_letter_counts() -> str:
-    return f"{prefix()}:deadletters"
+def uv_days(partition: int) -> str:
+    return f"{partition_tag(partition)}:uv:days"
 
 
 def kafka_end_offsets(topic: str) -> str:
@@ -153,36 +190,36 @@ def final_days(partner_id: int, month_stamp: str) -> str:
 # --- Rankings -----------------------------------------------------------------------------------------
 
 
-def ranking_slot(window: str, scope: str, slot_epoch: int) -> str:
-    return f"{prefix()}:rank:{window}:{scope}:slot:{slot_epoch}"
+def ranking_slot(partition: int, window: str, scope: str, slot_epoch: int) -> str:
+    return f"{partition_tag(partition)}:rank:{window}:{scope}:slot:{slot_epoch}"
 
 
-def ranking_slots(window: str, scope: str) -> str:
-    return f"{prefix()}:rank:{window}:{scope}:slots"
+def ranking_slots(partition: int, window: str, scope: str) -> str:
+    return f"{partition_tag(partition)}:rank:{window}:{scope}:slots"
 
 
-def ranking_total(window: str, scope: str) -> str:
-    return f"{prefix()}:rank:{window}:{scope}:total"
+def ranking_total(partition: int, window: str, scope: str) -> str:
+    return f"{partition_tag(partition)}:rank:{window}:{scope}:total"
 
 
 # --- Time series --------------------------------------------------------------------------------------
 
 
-def series_known() -> str:
-    return f"{prefix()}:series:known"
+def series_known(partition: int) -> str:
+    return f"{partition_tag(partition)}:series:known"
 
 
 def series_member(precision: int, counter: str) -> str:
     return f"{precision}:{counter}"
 
 
-def series_hash(precision: int, counter: str) -> str:
-    return f"{prefix()}:series:{precision}:{counter}"
+def series_hash(partition: int, precision: int, counter: str) -> str:
+    return f"{partition_tag(partition)}:series:{precision}:{counter}"
 
 
-def series_hash_of_member(member: str) -> str:
+def series_hash_of_member(partition: int, member: str) -> str:
     precision, counter = member.split(":", 1)
-    return series_hash(int(precision), counter)
+    return series_hash(partition, int(precision), counter)
 
 
 def series_cleaned() -> str:
@@ -192,8 +229,8 @@ def series_cleaned() -> str:
 # --- Pipeline metrics ---------------------------------------------------------------------------------
 
 
-def metrics_counted() -> str:
-    return f"{prefix()}:metrics:counted"
+def metrics_counted(partition: int) -> str:
+    return f"{partition_tag(partition)}:metrics:counted"
 
 
 def metrics_counted_field(event_type: str, source: str) -> str:
@@ -212,3 +249,20 @@ def metrics_batch_seconds() -> str:
 
 def metrics_members(group: str) -> str:
     return f"{prefix()}:metrics:members:{group}"
+
+
+# --- Version 1 (every key under the one tag {P}): what ``stats.jobs.layout`` moves -------------------------
+
+
+def version1_pattern() -> str:
+    return f"{prefix()}:*"
+
+
+def version1_suffix(key: str) -> str:
+    """What follows ``{P}:`` in a key of version 1."""
+    return key[len(prefix()) + 1 :]
+
+
+def version1_moved(key: str) -> str:
+    """The name a key of version 1 that Kafka partitions increment has now: under partition 0's tag."""
+    return partition_tag(0) + key[len(prefix()) :]

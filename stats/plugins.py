@@ -3,16 +3,38 @@
 A feature registers, in its ``AppConfig.ready()``, the event type it parses and the counter it feeds::
 
     register_event_type("login", parse_login)      # parse(payload, envelope) -> event, or raise Rejected
-    register_counter("logins", event_type="login", queue=queue_logins)   # queue(pipe, events, *, now)
+    register_counter("logins", event_type="login", queue=queue_logins)   # queue(writes, events, *, now)
 
-The pipeline then parses, archives and dead-letters that type like any other, and queues the counter's Redis
-commands in the same MULTI/EXEC as the Kafka offset, so the feature counts exactly once without knowing how.
+The pipeline then parses, archives and dead-letters that type like any other. ``writes`` (``CounterWrites``)
+takes the counter's Redis commands for one Kafka partition's events: ``writes.fenced`` ones go in the same
+MULTI/EXEC as the partition's offset (so increments count exactly once; their keys must carry
+``writes.tag``, the partition's hash tag), ``writes.idempotent`` ones just before it, in any slot.
+
+A feature whose Redis keys changed layout between versions registers the function that moves them
+(``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
+consumer counts or a flush reads (``stats.jobs.layout``).
 """
 
 from stats.models import DeadLetter
 from stats.pipeline.events import Rejected
-from stats.pipeline.registry import Envelope, Event, register_counter, register_event_type
+from stats.pipeline.registry import (
+    CounterWrites,
+    Envelope,
+    Event,
+    register_counter,
+    register_event_type,
+    register_layout_upgrade,
+)
 
 Reason = DeadLetter.Reason
 
-__all__ = ["Envelope", "Event", "Reason", "Rejected", "register_counter", "register_event_type"]
+__all__ = [
+    "CounterWrites",
+    "Envelope",
+    "Event",
+    "Reason",
+    "Rejected",
+    "register_counter",
+    "register_event_type",
+    "register_layout_upgrade",
+]

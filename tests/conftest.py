@@ -66,7 +66,8 @@ def redis_prefix(settings) -> Iterator[str]:
     settings.CPS_REDIS_PREFIX = prefix
     yield prefix
     client = get_redis_connection("default")
-    batch = list(client.scan_iter(match=f"{{{prefix}}}:*", count=1000))
+    # The shared tag {prefix} and the tags built on it, {prefix:p3}, {prefix:tmp:…}
+    batch = list(client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000))
     for start in range(0, len(batch), 500):
         client.delete(*batch[start : start + 500])
 

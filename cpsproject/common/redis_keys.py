@@ -39,7 +39,9 @@ def lock(name: str) -> str:
 
 
 def scratch(token: str) -> str:
-    return f"{prefix()}:tmp:{token}"
+    """A scratch key with a hash tag of its own: merges spread over a cluster's nodes, and its parts
+    (``scratch_part``) share its slot."""
+    return "{" + settings.CPS_REDIS_PREFIX + ":tmp:" + token + "}"
 
 
 def scratch_part(scratch_key: str, part: int) -> str:

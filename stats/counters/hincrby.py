@@ -4,7 +4,7 @@ A batch touches tens of thousands of (hash, field) pairs; the 1-second and 5-sec
 one pair per event and counter. Sent as HINCRBYs, packing and parsing them cost more than Redis spends on
 them; sent as script arguments, redis-py still encodes each one in Python. So the increments travel as one
 JSON argument (``orjson`` writes it in C, numpy arrays included; the script reads it with Redis' built-in
-``cjson``), inside the same MULTI/EXEC as the offset, with every key declared (and sharing the prefix's hash
+``cjson``), inside the same MULTI/EXEC as the offset, with every key declared (and sharing the partition's hash
 tag) so it runs on Redis Cluster too.
 """
 
@@ -13,25 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import orjson
 
-# KEYS: the hashes, then an index of them. ARGV: JSON [ttl per hash], JSON [hash number, field, amount, ...]
-# (flat triples), JSON [the index member of each hash], the index's TTL.
-_HINCRBY_MANY = """
-local index = KEYS[#KEYS]
-local ttls, triples, members = cjson.decode(ARGV[1]), cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
-local created = {}
-for i = 1, #triples, 3 do
-  local amount = triples[i + 2]
-  if redis.call('HINCRBY', KEYS[triples[i]], triples[i + 1], amount) == amount then
-    created[triples[i]] = true
-  end
-end
-for k in pairs(created) do
-  redis.call('EXPIRE', KEYS[k], ttls[k])
-  redis.call('ZADD', index, 0, members[k])
-end
-redis.call('EXPIRE', index, ARGV[4])
-return #triples / 3
-"""
+from cpsproject.common.lua import lua_source
+
+_HINCRBY_MANY = lua_source(__file__, "hincrby_many.lua")
 
 
 def queue_hincrby_many(

@@ -1,68 +1,53 @@
-"""PV buckets and UV HyperLogLogs in Redis: queue a batch's increments, read what is not flushed yet."""
+"""PV buckets (first design document): the one module that knows their hash's layout.
+
+Per Kafka partition, partner and 5-minute bucket one hash (``keys.pv_bucket``): ``tree`` (the partner's
+subtree), ``self`` (its own), ``bot`` (its own bots) and ``gen``, the batch that created the key (a key
+re-created after a flush is a new ``BucketStat`` row). Each partition indexes its buckets by stamp
+(``keys.pv_index``). The consumer writes them in its partition's MULTI/EXEC (``queue_page_views``), flush reads
+the settled ones and deletes what it flushed (``read_indexed``, ``delete_unchanged``), the API reads the live
+ones (``read_live``). A partner-bucket's count is the sum over the partitions' keys (each has its own ``gen``).
+The Lua sources sit beside this file.
+"""
 
 import datetime as dt
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterator
+from itertools import starmap
+from typing import NamedTuple
 
 import orjson
 
-from cpsproject.common import redis_keys
-from cpsproject.common.timeutil import floor_local, stamp_minute
+from cpsproject.common.lua import lua_source
+from cpsproject.common.timeutil import floor_local
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
+from stats.pipeline.partitions import known_partitions
 
-SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"
+SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"  # the fields, in the order the read script returns them
+
+_ADD = lua_source(__file__, "pageviews_add.lua")
+_READ = lua_source(__file__, "pageviews_read.lua")
+_DELETE_IF_UNCHANGED = lua_source(__file__, "pageviews_delete_if_unchanged.lua")
+
+# Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
+BUCKETS_PER_CALL = 5000
+# Buckets per read or compare-and-delete call: one call holds Redis for 5-10 ms.
+READ_CHUNK = 1000
+# Index members fetched per ZRANGE, their buckets read by one pipeline of script calls: few round trips to a
+# busy Redis, and no command holding it for more than a few milliseconds.
+INDEX_PAGE = 10 * READ_CHUNK
+
+MISSING = "\t" * 3  # the line of a bucket whose hash is gone
 
 
 def bucket_start(moment: dt.datetime) -> dt.datetime:
     return floor_local(moment, stats_setting("BUCKET_SECONDS"))
 
 
-# KEYS: the bucket hashes, then the bucket index. ARGV: the batch's generation, the safety TTL, then JSON: per
-# bucket its index score (yyyyMMddHHmm) and its tree, self and bot increments. A bucket the script creates gets
-# its generation, TTL and index entry once; later batches only increment it (flush deletes key and entry
-# together). The increments travel as one JSON argument (see ``stats.counters.hincrby``).
-_ADD_TO_BUCKETS = """
-local index = KEYS[#KEYS]
-local generation, ttl = ARGV[1], ARGV[2]
-local numbers = cjson.decode(ARGV[3])
-for i = 1, #KEYS - 1 do
-  local key, at = KEYS[i], 4 * i - 3
-  if numbers[at + 1] ~= 0 then redis.call('HINCRBY', key, 'tree', numbers[at + 1]) end
-  if numbers[at + 2] ~= 0 then redis.call('HINCRBY', key, 'self', numbers[at + 2]) end
-  if numbers[at + 3] ~= 0 then redis.call('HINCRBY', key, 'bot', numbers[at + 3]) end
-  if redis.call('HSETNX', key, 'gen', generation) == 1 then
-    redis.call('EXPIRE', key, ttl)
-    redis.call('ZADD', index, numbers[at], key)
-  end
-end
-redis.call('EXPIRE', index, ttl)
-return #KEYS - 1
-"""
-
-# KEYS: HyperLogLogs. ARGV: the safety TTL, then JSON: per key the list of users to add. PFADD takes a few
-# thousand members per call (Lua's stack bounds ``unpack``).
-_ADD_TO_HLLS = """
-local members = cjson.decode(ARGV[2])
-for i = 1, #KEYS do
-  local users = members[i]
-  for first = 1, #users, 4000 do
-    redis.call('PFADD', KEYS[i], unpack(users, first, math.min(first + 3999, #users)))
-  end
-  redis.call('EXPIRE', KEYS[i], ARGV[1])
-end
-return #KEYS
-"""
-
-# Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
-BUCKETS_PER_CALL = 5000
-HLLS_PER_CALL = 2000
-
-
-def queue_page_views(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
-    """Queue a few commands per batch on ``pipe``: the PV buckets and the UV HyperLogLogs of ``tally``.
+def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+    """Queue one script call per few thousand buckets on ``writes.fenced``: the PV buckets of ``tally``.
 
     Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
     bot traffic only in ``bot`` of its own partner. Traffic with no partner counts under ``keys.NO_PARTNER``.
@@ -89,91 +74,111 @@ def queue_page_views(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
         buckets[(chain[-1], start)][1] += n
         for code in chain:
             buckets[(code, start)][0] += n
-    visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for (lineage, day), openids in tally.visitors.items():
-        chain = lineage.codes if lineage else no_partner
-        visitors[(chain[-1], day, SELF)].update(openids)
-        for code in chain:
-            visitors[(code, day, TREE)].update(openids)
-
+    if not buckets:
+        return
+    partition = writes.partition
+    add = writes.fenced.register_script(_ADD)
+    generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
     ttl = keys.realtime_ttl()
-    if buckets:
-        add = pipe.register_script(_ADD_TO_BUCKETS)
-        generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
-        items = list(buckets.items())
-        for first in range(0, len(items), BUCKETS_PER_CALL):
-            bucket_keys: list[str] = []
-            numbers: list[int] = []
-            for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
-                stamp = clock.stamp_minute(start)
-                bucket_keys.append(keys.pv_bucket(code, stamp))
-                numbers += (int(stamp), tree, own, bot)
-            add(
-                keys=[*bucket_keys, keys.pv_index()],
-                args=[generation, ttl, orjson.dumps(numbers)],
-                client=pipe,
-            )
-    if visitors:
-        add_users = pipe.register_script(_ADD_TO_HLLS)
-        uv_keys_by_day: defaultdict[str, list[str]] = defaultdict(list)
-        items = [
-            (keys.uv_day(code, day, scope), day, openids) for (code, day, scope), openids in visitors.items()
-        ]
-        for first in range(0, len(items), HLLS_PER_CALL):
-            chunk = items[first : first + HLLS_PER_CALL]
-            members = orjson.dumps([list(openids) for _, _, openids in chunk])
-            add_users(keys=[key for key, _, _ in chunk], args=[ttl, members], client=pipe)
-        for key, day, _ in items:
-            uv_keys_by_day[day].append(key)
-        for day, uv_keys in uv_keys_by_day.items():
-            pipe.sadd(keys.uv_index(day), *uv_keys)
-            pipe.zadd(keys.uv_days(), {day: int(day)})
-            pipe.expire(keys.uv_index(day), ttl)
-            pipe.expire(keys.uv_days(), ttl)
+    items = list(buckets.items())
+    for first in range(0, len(items), BUCKETS_PER_CALL):
+        bucket_keys: list[str] = []
+        numbers: list[int] = []
+        for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
+            stamp = clock.stamp_minute(start)
+            bucket_keys.append(keys.pv_bucket(partition, code, stamp))
+            numbers += (int(stamp), tree, own, bot)
+        add(keys=[*bucket_keys, keys.pv_index(partition)], args=[generation, ttl, orjson.dumps(numbers)])
 
 
-def queue_hll_union(pipe, target: str, *, blobs: Iterable[bytes | None], sources: Iterable[str]) -> int:
-    """Queue commands leaving ``target`` = union of stored HLL ``blobs`` and the Redis HLL keys ``sources``.
+class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
+    partition: int
+    key: str
+    code: str
+    stamp: str  # yyyyMMddHHmm, the key's suffix
+    line: str  # the hash's self, tree, bot and gen fields as read, tab-separated ('' when missing)
 
-    Return how many replies they add, so the caller can find the replies of what it queues next.
+    def numbers(self) -> tuple[int, int, int, str]:
+        """``(tree, self, bot, gen)``."""
+        own, tree, bot, generation = self.line.split("\t")
+        return int(tree or 0), int(own or 0), int(bot or 0), generation
+
+
+def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
+    """Yield every indexed bucket whose stamp is at most ``max_score``, a chunk at a time, partition by
+    partition, walking each index by rank.
+
+    The ``ZCOUNT`` fixes how many to read: a consumer adding a lower stamp meanwhile shifts ranks up, so a
+    bucket may be read twice (the caller keeps its last read) or wait for the next flush, never skipped for
+    good. Walking by rank costs Redis log(N) per chunk, where ``LIMIT offset`` walked past every earlier member.
     """
-    stored = [bytes(blob) for blob in blobs if blob]
-    parts = [redis_keys.scratch_part(target, n) for n in range(1, len(stored))]
-    if stored:
-        pipe.set(target, stored[0])
-    else:
-        pipe.delete(target)
-    for part, blob in zip(parts, stored[1:], strict=True):
-        pipe.set(part, blob)
-    pipe.pfmerge(target, *parts, *sources)
-    if parts:
-        pipe.delete(*parts)
-    return 1 + len(parts) + 1 + (1 if parts else 0)
+    for partition in known_partitions(client):
+        index = keys.pv_index(partition)
+        total = client.zcount(index, "-inf", max_score)
+        for rank in range(0, total, INDEX_PAGE):
+            members = client.zrange(index, rank, min(rank + INDEX_PAGE, total) - 1)
+            if not members:
+                break
+            chunks = [members[at : at + READ_CHUNK] for at in range(0, len(members), READ_CHUNK)]
+            pipe = client.pipeline(transaction=False)
+            for chunk in chunks:
+                pipe.execute_command("EVAL", _READ, len(chunk), *chunk)
+            for chunk, reply in zip(chunks, pipe.execute(), strict=True):
+                lines = reply.decode().split("\n")
+                bucket_keys = list(map(bytes.decode, chunk))
+                codes, stamps = zip(*map(keys.parse_pv_bucket, bucket_keys), strict=True)
+                yield list(
+                    starmap(
+                        BucketRead,
+                        zip([partition] * len(chunk), bucket_keys, codes, stamps, lines, strict=True),
+                    )
+                )
 
 
-def hll_union_counts(client, unions: list[tuple[list[bytes | None], list[str]]]) -> list[int]:
-    """Return the PFCOUNT of each ``(stored blobs, Redis keys)`` union, all in one round trip."""
-    pipe = client.pipeline(transaction=True)
-    skips = []
-    for blobs, sources in unions:
-        target = redis_keys.scratch(uuid.uuid4().hex)
-        skips.append(queue_hll_union(pipe, target, blobs=blobs, sources=sources))
-        pipe.pfcount(target)
-        pipe.delete(target)
-    replies, position, counts = pipe.execute(), 0, []
-    for skip in skips:
-        counts.append(replies[position + skip])
-        position += skip + 2
-    return counts
-
-
-def read_buckets(client, code: str, starts: list[dt.datetime]) -> dict[dt.datetime, dict[str, str]]:
-    """Return the Redis hash of each of ``code``'s buckets that exists, by bucket start, in one round trip."""
+def delete_unchanged(client, buckets: list[BucketRead]) -> int:
+    """Delete each of ``buckets`` that still holds the line read, and its index entry; return how many went."""
+    by_partition: defaultdict[int, list[BucketRead]] = defaultdict(list)
+    for bucket in buckets:
+        by_partition[bucket.partition].append(bucket)
     pipe = client.pipeline(transaction=False)
-    for start in starts:
-        pipe.hgetall(keys.pv_bucket(code, stamp_minute(start)))
-    return {
-        start: {field.decode(): value.decode() for field, value in values.items()}
-        for start, values in zip(starts, pipe.execute(), strict=True)
-        if values
-    }
+    for partition, reads in by_partition.items():
+        for start in range(0, len(reads), READ_CHUNK):
+            chunk = reads[start : start + READ_CHUNK]
+            pipe.execute_command(
+                "EVAL",
+                _DELETE_IF_UNCHANGED,
+                1 + len(chunk),
+                keys.pv_index(partition),
+                *(b.key for b in chunk),
+                "\n".join(b.line for b in chunk),
+            )
+    return sum(pipe.execute())
+
+
+def read_live(client, code: str, stamps: list[str]) -> list[list[tuple[int, int, str]]]:
+    """For each of ``code``'s buckets ``stamps``, the ``(tree, self, gen)`` of every partition's key that
+    exists; one round trip (a script call per partition)."""
+    found: list[list[tuple[int, int, str]]] = [[] for _ in stamps]
+    if not stamps:
+        return found
+    partitions = known_partitions(client)
+    pipe = client.pipeline(transaction=False)
+    for partition in partitions:
+        pipe.execute_command(
+            "EVAL", _READ, len(stamps), *(keys.pv_bucket(partition, code, s) for s in stamps)
+        )
+    for reply in pipe.execute():
+        for at, line in enumerate(reply.decode().split("\n")):
+            if line != MISSING:
+                own, tree, _bot, generation = line.split("\t")
+                found[at].append((int(tree or 0), int(own or 0), generation))
+    return found
+
+
+def pending_count(client) -> int:
+    """How many buckets wait in Redis for a flush, over every partition."""
+    partitions = known_partitions(client)
+    pipe = client.pipeline(transaction=False)
+    for partition in partitions:
+        pipe.zcard(keys.pv_index(partition))
+    return sum(pipe.execute()) if partitions else 0

@@ -1,11 +1,13 @@
 """Sliding-window partner rankings (second design document), without its races.
 
-Per window and scope: one hash per time slot (partner -> PV in the slot), a zset of totals over the live
-slots, and a zset indexing the slot keys by start. Increments touch slot and totals in the consumer's
-MULTI/EXEC; expiring a slot (subtract its counts, drop members at ≤ 0, delete it) is one Lua script, so
-``totals == sum of live slots`` holds between any two commands. Rotation runs in every consumer batch (cheap:
-one ZRANGEBYSCORE when nothing expired), every minute from django-q2, and before every read, so a window whose
-consumer sat idle for days is still right.
+Per Kafka partition, window and scope: one hash per time slot (partner -> PV in the slot), a zset of totals
+over the live slots, and a zset indexing the slot keys by start, all under the partition's hash tag. Increments
+touch slot and totals in the partition's MULTI/EXEC; expiring a slot (subtract its counts, drop members at ≤ 0,
+delete it) is one Lua script, so ``totals == sum of live slots`` holds between any two commands. Rotation runs
+in every consumer batch (cheap: one ZRANGEBYSCORE when nothing expired), every minute from django-q2, and
+before every read, so a window whose consumer sat idle for days is still right. A ranking is the partitions'
+totals added up in Python: ZUNIONSTORE cannot span slots, and a window holds one member per active partner.
+The Lua sources sit beside this file.
 """
 
 import datetime as dt
@@ -16,28 +18,18 @@ import orjson
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from cpsproject.common.lua import lua_source
 from cpsproject.common.timeutil import epoch, floor_local
 from partners.selectors import Lineage
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
+from stats.pipeline.partitions import known_partitions
 
 SCOPES = ("tree", "self")
 
-# KEYS: slot index, totals. ARGV: oldest live slot start. Slot keys come from the index (same hash tag).
-_EXPIRE_SLOTS = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
-for _, slot in ipairs(expired) do
-  local counts = redis.call('HGETALL', slot)
-  for i = 1, #counts, 2 do
-    local left = tonumber(redis.call('ZINCRBY', KEYS[2], -tonumber(counts[i + 1]), counts[i]))
-    if left <= 0 then redis.call('ZREM', KEYS[2], counts[i]) end
-  end
-  redis.call('DEL', slot)
-  redis.call('ZREM', KEYS[1], slot)
-end
-return #expired
-"""
+_EXPIRE_SLOTS = lua_source(__file__, "rankings_expire.lua")
+_ADD_TO_SLOTS = lua_source(__file__, "rankings_add.lua")
 
 
 @dataclass(frozen=True)
@@ -57,33 +49,11 @@ def windows() -> dict[str, Window]:
     return {name: Window(name, *spec) for name, spec in stats_setting("RANKING_WINDOWS").items()}
 
 
-def _expire_script(client):
-    return client.register_script(_EXPIRE_SLOTS)
-
-
-# KEYS: the window-scope's slot index and totals, then its slot hashes. ARGV: the safety TTL, then JSON: each
-# slot's start epoch, then (slot number, partner, PV) triples. Slot and total move together, so totals == sum
-# of live slots. The numbers travel as JSON (see ``stats.counters.hincrby``).
-_ADD_TO_SLOTS = """
-local starts, triples = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
-for i = 1, #triples, 3 do
-  redis.call('HINCRBY', KEYS[2 + triples[i]], triples[i + 1], triples[i + 2])
-  redis.call('ZINCRBY', KEYS[2], triples[i + 2], triples[i + 1])
-end
-for i = 1, #starts do
-  redis.call('ZADD', KEYS[1], starts[i], KEYS[2 + i])
-  redis.call('EXPIRE', KEYS[2 + i], ARGV[1])
-end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[1])
-return #triples / 3
-"""
-
-
-def queue_rankings(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
-    """Queue slot and total increments for every window and scope; expire due slots first."""
-    expire = _expire_script(pipe)
-    add = pipe.register_script(_ADD_TO_SLOTS)
+def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+    """Queue slot and total increments for every window and scope on ``writes.fenced``; expire due slots first."""
+    partition = writes.partition
+    expire = writes.fenced.register_script(_EXPIRE_SLOTS)
+    add = writes.fenced.register_script(_ADD_TO_SLOTS)
     clock = tally.clock
     seconds = {second for _, second in tally.humans}
     for window in windows().values():
@@ -106,29 +76,32 @@ def queue_rankings(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
             for code in lineage.codes:
                 tree[code] += n
         for scope in SCOPES:
-            index, total = keys.ranking_slots(window.name, scope), keys.ranking_total(window.name, scope)
-            expire(keys=[index, total], args=[oldest], client=pipe)
+            index = keys.ranking_slots(partition, window.name, scope)
+            total = keys.ranking_total(partition, window.name, scope)
+            expire(keys=[index, total], args=[oldest])
             by_slot = counts[scope]
             if not by_slot:
                 continue
-            slot_keys = [keys.ranking_slot(window.name, scope, slot) for slot in by_slot]
+            slot_keys = [keys.ranking_slot(partition, window.name, scope, slot) for slot in by_slot]
             triples: list[int | str] = []
             for number, partners in enumerate(by_slot.values(), 1):
                 for code, amount in partners.items():
                     triples += (number, code, amount)
             args = [ttl, orjson.dumps(list(by_slot)), orjson.dumps(triples)]
-            add(keys=[index, total, *slot_keys], args=args, client=pipe)
+            add(keys=[index, total, *slot_keys], args=args)
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:
-    """Expire every slot of ``window`` that fell out of it; return how many slots were expired."""
+    """Expire every slot of ``window`` that fell out of it, in every partition; return how many expired."""
     client = client or get_redis_connection("default")
     oldest = window.oldest_live_slot(now or timezone.now())
-    expire = _expire_script(client)
-    return sum(
-        expire(keys=[keys.ranking_slots(window.name, s), keys.ranking_total(window.name, s)], args=[oldest])
-        for s in SCOPES
-    )
+    pipe = client.pipeline(transaction=False)
+    for partition in known_partitions(client):
+        for scope in SCOPES:
+            index = keys.ranking_slots(partition, window.name, scope)
+            total = keys.ranking_total(partition, window.name, scope)
+            pipe.execute_command("EVAL", _EXPIRE_SLOTS, 2, index, total, oldest)
+    return sum(pipe.execute())
 
 
 def rotate_all(*, now: dt.datetime | None = None) -> str:
@@ -155,10 +128,14 @@ def top_partners(
     spec = windows()[window]
     client = get_redis_connection("default")
     rotate(spec, now=now, client=client)
-    totals = [
-        (member.decode(), int(score))
-        for member, score in client.zrange(keys.ranking_total(window, scope), 0, -1, withscores=True)
-    ]
+    pipe = client.pipeline(transaction=False)
+    for partition in known_partitions(client):
+        pipe.zrange(keys.ranking_total(partition, window, scope), 0, -1, withscores=True)
+    summed: Counter[str] = Counter()
+    for reply in pipe.execute():
+        for member, score in reply:
+            summed[member.decode()] += int(score)
+    totals = list(summed.items())
     if among is not None:
         totals = [(code, pv) for code, pv in totals if code in among]
     totals.sort(key=lambda item: (-item[1], item[0]))

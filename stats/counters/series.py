@@ -1,8 +1,10 @@
-"""Counters at several precisions (third design document): one hash per precision and counter.
+"""Counters at several precisions (third design document): one hash per Kafka partition, precision and counter.
 
 Counters: ``all`` (every human PV) and ``p:{code}`` (a partner's subtree PV). Samples start on business-time
-boundaries. The cleaner trims samples older than each precision's retention and forgets empty counters in one
-Lua script per counter, so it never races a concurrent increment; a precision is only walked when it is due.
+boundaries. A batch increments its partition's hashes in the partition's MULTI/EXEC; a read adds up the
+partitions' samples. The cleaner trims samples older than each precision's retention and forgets empty counters
+in one Lua script per counter (``series_trim.lua``, beside this file), so it never races a concurrent
+increment; a precision is only walked when it is due.
 """
 
 import datetime as dt
@@ -11,26 +13,17 @@ import numpy as np
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from cpsproject.common.lua import lua_source
 from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoch, next_period_start, to_local
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
 from stats.counters.tally import PageViewTally
+from stats.pipeline.partitions import known_partitions
 
 ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
-# KEYS: counter hash, known index. ARGV: oldest sample to keep, the counter's index member.
-_TRIM_COUNTER = """
-local removed = 0
-for _, sample in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if tonumber(sample) < tonumber(ARGV[1]) then
-    redis.call('HDEL', KEYS[1], sample)
-    removed = removed + 1
-  end
-end
-if redis.call('HLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[2]) end
-return removed
-"""
+_TRIM_COUNTER = lua_source(__file__, "series_trim.lua")
 
 
 def partner_counter(code: str) -> str:
@@ -42,8 +35,9 @@ def precisions() -> dict[int, int]:
     return dict(stats_setting("SERIES_RETENTION"))
 
 
-def queue_series(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
-    """Queue the increment of every (precision, counter, sample) the batch touches."""
+def queue_series(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+    """Queue the increment of every (precision, counter, sample) the batch touches on ``writes.fenced``."""
+    partition = writes.partition
     clock = tally.clock
     retention = precisions()
     per_second = tally.humans  # bots count in no series
@@ -89,11 +83,11 @@ def queue_series(pipe, tally: PageViewTally, *, now: dt.datetime) -> None:
         amounts = np.bincount(where, weights=views_in_row).astype(np.int64)
         triples = np.column_stack((pairs // span + 1, pairs % span + first, amounts))
         queue_hincrby_many(
-            pipe,
-            [keys.series_hash(precision, c) for c in counters],
+            writes.fenced,
+            [keys.series_hash(partition, precision, c) for c in counters],
             triples,
             ttls=[keys.series_ttl(precision, kept)] * len(counters),
-            index=keys.series_known(),
+            index=keys.series_known(partition),
             members=[keys.series_member(precision, c) for c in counters],
             index_ttl=keys.LONG_TTL,
         )
@@ -107,7 +101,7 @@ def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
     """Trim expired samples of every due precision; return a summary."""
     now = now or timezone.now()
     client = get_redis_connection("default")
-    trim = client.register_script(_TRIM_COUNTER)
+    partitions = known_partitions(client)
     last_cleaned = {int(p): float(t) for p, t in client.hgetall(keys.series_cleaned()).items()}
     removed = walked = 0
     for precision in precisions():
@@ -115,13 +109,15 @@ def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
         if not force and now.timestamp() - last_cleaned.get(precision, 0) < max(60, min(precision, 3600)):
             continue
         oldest = oldest_kept_sample(precision, now)
-        members = client.zrangebylex(keys.series_known(), f"[{precision}:", f"[{precision}:\xff")
-        for member in members:
-            member = member.decode()
-            removed += trim(
-                keys=[keys.series_hash_of_member(member), keys.series_known()], args=[oldest, member]
-            )
-            walked += 1
+        for partition in partitions:
+            known = keys.series_known(partition)
+            members = [m.decode() for m in client.zrangebylex(known, f"[{precision}:", f"[{precision}:\xff")]
+            pipe = client.pipeline(transaction=False)
+            for member in members:
+                hash_key = keys.series_hash_of_member(partition, member)
+                pipe.execute_command("EVAL", _TRIM_COUNTER, 2, hash_key, known, oldest, member)
+            removed += sum(pipe.execute()) if members else 0
+            walked += len(members)
         client.hset(keys.series_cleaned(), str(precision), now.timestamp())
         client.expire(keys.series_cleaned(), keys.LONG_TTL)
     return f"trimmed {removed} series samples over {walked} counters"
@@ -151,9 +147,14 @@ def read_series(
         while sample <= last:
             samples.append(sample)
             sample = next_period_start(sample, precision, clock.offset)
-    values = (
-        get_redis_connection("default").hmget(keys.series_hash(precision, counter), [str(s) for s in samples])
-        if samples
-        else []
-    )
-    return [(to_local(from_epoch(s)), int(v or 0)) for s, v in zip(samples, values, strict=True)]
+    totals = [0] * len(samples)
+    client = get_redis_connection("default")
+    partitions = known_partitions(client) if samples else []
+    pipe = client.pipeline(transaction=False)
+    for partition in partitions:
+        pipe.hmget(keys.series_hash(partition, precision, counter), [str(s) for s in samples])
+    for values in pipe.execute() if partitions else []:
+        for at, value in enumerate(values):
+            if value:
+                totals[at] += int(value)
+    return [(to_local(from_epoch(s)), total) for s, total in zip(samples, totals, strict=True)]

@@ -22,9 +22,9 @@ from cpsproject.common.admin_csv import csv_download
 from cpsproject.common.params import choice_param, date_range_params
 from cpsproject.common.timeutil import local_day, to_local
 from partners.models import Partner
-from stats.counters.pageviews import SELF, TREE
 from stats.counters.rankings import top_partners, windows
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
+from stats.counters.uniques import SELF, TREE
 from stats.dashboard.charts import Line, bar_chart, line_chart
 from stats.dashboard.comparison import Totals, compare, previous_period
 from stats.models import DeadLetter

@@ -9,6 +9,7 @@ ranges of the 16,384 slots, as ``redis-cli --cluster create`` gives them.
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -110,8 +111,7 @@ class LocalCluster:
 
     def _everyone_knows_everyone(self) -> bool:
         return all(
-            len(self.node(port).execute_command("CLUSTER NODES")) == len(self.ports)
-            for port in self.ports
+            len(self.node(port).execute_command("CLUSTER NODES")) == len(self.ports) for port in self.ports
         )
 
     def wait_healthy(self, seconds: float = 60) -> None:
@@ -166,10 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.action == "stop":
         pids = _pid_file(options.dir)
         for pid in pids.read_text().split() if pids.exists() else []:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         pids.unlink(missing_ok=True)
         return 0
     cluster = LocalCluster(options.dir, options.port, options.masters, options.replicas)

@@ -2,11 +2,12 @@
 
 Order of work, so that a crash anywhere leaves numbers a re-run repairs:
 
-1. read the day HyperLogLogs;
-2. in one transaction, read the buckets (absolute counts since their key was created) a chunk at a time and
-   upsert their rows with those absolute values (on MySQL the next chunk is read from Redis while MariaDB
-   inserts the last one), recompute the touched days from bucket rows, and merge each day's HyperLogLog into
-   the one stored with the day (a union: idempotent);
+1. read every Kafka partition's day HyperLogLogs and merge each partner-day's with the one stored with the day
+   (a union: idempotent);
+2. in one transaction, read every partition's buckets (absolute counts since their key was created) a chunk at
+   a time and upsert their rows with those absolute values (on MySQL the next chunk is read from Redis while
+   MariaDB inserts the last one), recompute the touched days from bucket rows, and store the merged
+   HyperLogLogs;
 3. after the commit, delete each settled key only if it still holds what was written (a compare-and-delete
    script), so an increment that raced the flush stays in Redis for the next one.
 
@@ -16,83 +17,37 @@ before step 3: a flush that lost its lock stops (``LockLost``) instead of writin
 
 import datetime as dt
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import starmap
-from typing import NamedTuple
 
 from django.db.models import Sum
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common import faults, redis_keys
+from cpsproject.common import faults
 from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import (
     day_bounds,
     local_day,
     parse_stamp_day,
     parse_stamp_minute,
-    stamp_day,
     stamp_minute,
 )
 from cpsproject.common.upsert import upsert_chunks, upsert_rows
 from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
-from stats.counters.pageviews import BOT, GEN, SELF, TREE, bucket_start, queue_hll_union
+from stats.counters import pageviews, uniques
+from stats.counters.pageviews import bucket_start
+from stats.counters.uniques import SELF, TREE
+from stats.jobs.layout import upgrade_layout
 from stats.models import BucketStat, DailyStat
 
 logger = logging.getLogger(__name__)
 
+# Partner-days merged per round trip.
 CHUNK = 1000
-# Index members fetched per ZRANGE, their buckets read by one pipeline of script calls: few round trips to a
-# busy Redis, and no command holding it for more than a few milliseconds.
-INDEX_PAGE = 10 * CHUNK
-# Buckets per compare-and-delete script call: one call holds Redis for 5-10 ms, as a read of CHUNK buckets does.
-DELETE_CHUNK = 1000
-
-_BUCKET_FIELDS = (SELF, TREE, BOT, GEN)
-_MISSING = "\t" * (len(_BUCKET_FIELDS) - 1)  # the line of a bucket whose hash is gone
-
-# KEYS = buckets. Returns one string, a line per bucket of its tab-separated fields (empty when missing): a
-# thousand buckets come back as one reply instead of a thousand parsed ones.
-_READ_BUCKETS = """
-local lines = {}
-for k = 1, #KEYS do
-  local v = redis.call('HMGET', KEYS[k], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  lines[k] = (v[1] or '') .. '\\t' .. (v[2] or '') .. '\\t' .. (v[3] or '') .. '\\t' .. (v[4] or '')
-end
-return table.concat(lines, '\\n')
-"""
-
-# KEYS = the bucket index, then buckets; ARGV = the fields, then the buckets' lines as _READ_BUCKETS returned
-# them, joined by newlines: one argument per chunk, not four per bucket. A bucket is deleted only if its line
-# is still the one that was written to SQL; the deleted ones leave the index in one ZREM.
-_DELETE_BUCKETS_IF_UNCHANGED = """
-local expected, from, gone = ARGV[5], 1, {}
-for k = 2, #KEYS do
-  local to = string.find(expected, '\\n', from, true) or (#expected + 1)
-  local v = redis.call('HMGET', KEYS[k], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  local now = (v[1] or '') .. '\\t' .. (v[2] or '') .. '\\t' .. (v[3] or '') .. '\\t' .. (v[4] or '')
-  if now == string.sub(expected, from, to - 1) then gone[#gone + 1] = KEYS[k] end
-  from = to + 1
-end
-if #gone > 0 then
-  redis.call('DEL', unpack(gone))
-  redis.call('ZREM', KEYS[1], unpack(gone))
-end
-return #gone
-"""
-
-_DELETE_HLL_IF_UNCHANGED = """
-if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], KEYS[1])
-if redis.call('SCARD', KEYS[2]) == 0 then redis.call('ZREM', KEYS[3], ARGV[2]) end
-return 1
-"""
 
 
 @dataclass
@@ -105,21 +60,13 @@ class FlushResult:
         return f"flushed {self.buckets} buckets into {self.days} partner-days; deleted {self.deleted_keys} settled keys"
 
 
-class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
-    key: str
-    code: str
-    stamp: str  # yyyyMMddHHmm, the key's suffix
-    line: str  # the hash's self, tree, bot and gen fields as read, tab-separated ('' when missing)
-
-
 @dataclass(frozen=True)
-class HllRead:
-    key: str
-    code: str
+class DayUv:
+    """One partner-day's HyperLogLog: the stored one merged with every partition's in Redis."""
+
+    name: uniques.UvDay
     day: dt.date
-    scope: str
-    current: bytes  # the key's bytes when read (what compare-and-delete checks)
-    merged: bytes  # stored day HLL ∪ current
+    merged: bytes
     count: int
 
 
@@ -133,74 +80,32 @@ def _day_settled(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=stats_setting("SETTLE_SECONDS")) <= now
 
 
-def _read_buckets(client, *, max_score: float) -> Iterator[list[BucketRead]]:
-    """Yield every indexed bucket whose stamp is at most ``max_score``, a chunk at a time, walking the index by rank.
-
-    The ``ZCOUNT`` fixes how many to read: a consumer adding a lower stamp meanwhile shifts ranks up, so a
-    bucket may be read twice (the flush keeps its last read) or wait for the next flush, never skipped for good.
-    Walking by rank costs Redis log(N) per chunk, where ``LIMIT offset`` walked past every earlier member.
-    """
-    read_chunk = client.register_script(_READ_BUCKETS)
-    index = keys.pv_index()
-    total = client.zcount(index, "-inf", max_score)
-    for rank in range(0, total, INDEX_PAGE):
-        members = client.zrange(index, rank, min(rank + INDEX_PAGE, total) - 1)
-        if not members:
-            return
-        chunks = [members[at : at + CHUNK] for at in range(0, len(members), CHUNK)]
-        pipe = client.pipeline(transaction=False)
-        for chunk in chunks:
-            read_chunk(keys=chunk, args=_BUCKET_FIELDS, client=pipe)
-        for chunk, reply in zip(chunks, pipe.execute(), strict=True):
-            lines = reply.decode().split("\n")
-            bucket_keys = list(map(bytes.decode, chunk))
-            codes, stamps = zip(*map(keys.parse_pv_bucket, bucket_keys), strict=True)
-            yield list(starmap(BucketRead, zip(bucket_keys, codes, stamps, lines, strict=True)))
-
-
-def _stored_hlls(reads: list[tuple[str, str, dt.date, str]]) -> dict:
+def _stored_hlls(days: set[dt.date]) -> dict:
     stored = {}
-    days = {day for _, _, day, _ in reads}
     for row in DailyStat.objects.filter(date__in=days).values("partner_id", "date", "hll", "hll_self"):
         stored[(row["partner_id"], row["date"], TREE)] = row["hll"]
         stored[(row["partner_id"], row["date"], SELF)] = row["hll_self"]
     return stored
 
 
-def _read_hlls(client, ids: dict[str, int | None]) -> list[HllRead]:
-    """Read every day HyperLogLog still in Redis and merge it with the one stored for its day."""
-    uv_keys = []
-    for day_stamp in client.zrange(keys.uv_days(), 0, -1):
-        day_stamp = day_stamp.decode()
-        day = parse_stamp_day(day_stamp)
-        for member in client.sscan_iter(keys.uv_index(day_stamp), count=1000):
-            key = member.decode()
-            code, _, scope = keys.parse_uv_day(key)
-            uv_keys.append((key, code, day, scope))
-    stored = _stored_hlls(uv_keys)
-    reads: list[HllRead] = []
-    for start in range(0, len(uv_keys), CHUNK):
-        chunk = uv_keys[start : start + CHUNK]
-        pipe = client.pipeline(transaction=True)
-        scratch = redis_keys.scratch(uuid.uuid4().hex)
-        skips = []
-        for key, code, day, scope in chunk:
-            pipe.get(key)
-            previous = stored.get((ids.get(code, -1), day, scope))
-            skips.append(queue_hll_union(pipe, scratch, blobs=[previous], sources=[key]))
-            pipe.get(scratch)
-            pipe.pfcount(scratch)
-        pipe.delete(scratch)
-        replies, position = pipe.execute(), 0
-        for (key, code, day, scope), skip in zip(chunk, skips, strict=True):
-            current = replies[position]
-            merged, count = replies[position + 1 + skip], replies[position + 2 + skip]
-            position += skip + 3
-            reads.append(HllRead(key, code, day, scope, current or b"", merged, count))
-    return reads
+def _merge_hlls(client, reads: list[uniques.HllRead], ids: dict[str, int | None]) -> list[DayUv]:
+    """Merge every partner-day's HyperLogLogs in Redis (one per partition) with the one stored for its day."""
+    by_name: dict[uniques.UvDay, list[bytes]] = defaultdict(list)
+    for read in reads:
+        by_name[read.name].append(read.current)
+    days = {name: parse_stamp_day(name.day_stamp) for name in by_name}
+    stored = _stored_hlls(set(days.values()))
+    names = list(by_name)
+    merged = []
+    for start in range(0, len(names), CHUNK):
+        chunk = names[start : start + CHUNK]
+        unions = [[stored.get((ids.get(n.code, -1), days[n], n.scope)), *by_name[n]] for n in chunk]
+        for name, (blob, count) in zip(chunk, uniques.merged_counts(client, unions), strict=True):
+            merged.append(DayUv(name, days[name], blob, count))
+    return merged
 
 
-def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[HllRead], ids: dict) -> list[dict]:
+def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[DayUv], ids: dict) -> list[dict]:
     """Recompute every touched partner-day from bucket rows and the merged HyperLogLogs."""
     rows: dict[tuple[int | None, dt.date], dict] = defaultdict(dict)
     for day in {day for _, day in touched}:
@@ -222,12 +127,12 @@ def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[HllRead], i
             rows[(row["partner_id"], day)].update(
                 realtime_pv=row["pv"] or 0, realtime_pv_self=row["pv_self"] or 0, bot_pv=row["bot_pv"] or 0
             )
-    for read in hlls:
-        fields = rows[(ids[read.code], read.day)]
-        if read.scope == TREE:
-            fields.update(realtime_uv=read.count, hll=read.merged)
+    for uv in hlls:
+        fields = rows[(ids[uv.name.code], uv.day)]
+        if uv.name.scope == TREE:
+            fields.update(realtime_uv=uv.count, hll=uv.merged)
         else:
-            fields.update(realtime_uv_self=read.count, hll_self=read.merged)
+            fields.update(realtime_uv_self=uv.count, hll_self=uv.merged)
     reconciled = set(
         DailyStat.objects.filter(date__in={d for _, d in rows}, reconciled_at__isnull=False).values_list(
             "partner_id", "date"
@@ -252,15 +157,17 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
     now = now or timezone.now()
     result = FlushResult()
     client = get_redis_connection("default")
+    upgrade_layout()  # an earlier version's keys, moved before they are read
     with job_lock("flush") as lock:
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))
         ids[keys.NO_PARTNER] = None
         settled_stamp = _settled_bucket_stamp(now)
         max_score = float("inf") if include_open else settled_stamp
-        hlls = [h for h in _read_hlls(client, ids) if h.code in ids]
+        hll_reads = [h for h in uniques.read_day_hlls(client) if h.name.code in ids]
+        hlls = _merge_hlls(client, hll_reads, ids)
         buckets = _BucketsRead(ids)
         with lock.atomic():  # step 2, committed only while the lock is ours
-            chunks = _read_buckets(client, max_score=max_score)
+            chunks = pageviews.read_indexed(client, max_score=max_score)
             upsert_chunks(BucketStat, buckets.rows(chunks), key_fields=["partner_id", "start", "generation"])
             daily = _daily_rows(buckets.touched, hlls, ids)
             upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
@@ -268,7 +175,7 @@ def flush(*, now: dt.datetime | None = None, include_open: bool = False) -> Flus
         faults.reach("flush_after_commit")
         lock.ensure_held()  # step 3
         result.deleted_keys = _delete_settled(
-            client, list(buckets.last.values()), hlls, settled_stamp=settled_stamp, now=now
+            client, list(buckets.last.values()), hll_reads, settled_stamp=settled_stamp, now=now
         )
     logger.info(result.summary())
     return result
@@ -284,11 +191,11 @@ class _BucketsRead:
 
     def __init__(self, ids: dict[str, int | None]) -> None:
         self.ids = ids
-        self.last: dict[str, BucketRead] = {}
+        self.last: dict[str, pageviews.BucketRead] = {}
         self.touched: set[tuple[int | None, dt.date]] = set()
         self._starts: dict[str, tuple[dt.datetime, dt.date]] = {}  # 1,000 partners share each stamp
 
-    def rows(self, chunks: Iterable[list[BucketRead]]) -> Iterator[list[dict]]:
+    def rows(self, chunks: Iterable[list[pageviews.BucketRead]]) -> Iterator[list[dict]]:
         """Yield the rows of each chunk of buckets read."""
         for chunk in chunks:
             known = [b for b in chunk if b.code in self.ids]
@@ -296,28 +203,29 @@ class _BucketsRead:
             yield self._rows(known)
 
     def written(self) -> int:
-        return sum(1 for b in self.last.values() if b.line != _MISSING)
+        return sum(1 for b in self.last.values() if b.line != pageviews.MISSING)
 
-    def _rows(self, buckets: list[BucketRead]) -> list[dict]:
+    def _rows(self, buckets: list[pageviews.BucketRead]) -> list[dict]:
         ids, starts, touched = self.ids, self._starts, self.touched
         rows = []
-        for _, code, stamp, line in buckets:
-            if line == _MISSING:
+        for bucket in buckets:
+            code, stamp = bucket.code, bucket.stamp
+            if bucket.line == pageviews.MISSING:
                 continue
             if stamp not in starts:
                 start = parse_stamp_minute(stamp)
                 starts[stamp] = start, local_day(start)
             start, day = starts[stamp]
-            own, tree, bot, generation = line.split("\t")  # the order of _BUCKET_FIELDS
+            tree, own, bot, generation = bucket.numbers()
             partner_id = ids[code]
             rows.append(
                 {
                     "partner_id": partner_id,
                     "start": start,
                     "generation": generation,
-                    "pv": int(tree or 0),
-                    "pv_self": int(own or 0),
-                    "bot_pv": int(bot or 0),
+                    "pv": tree,
+                    "pv_self": own,
+                    "bot_pv": bot,
                 }
             )
             touched.add((partner_id, day))
@@ -325,26 +233,15 @@ class _BucketsRead:
 
 
 def _delete_settled(
-    client, buckets: list[BucketRead], hlls: list[HllRead], *, settled_stamp: int, now
+    client,
+    buckets: list[pageviews.BucketRead],
+    hlls: list[uniques.HllRead],
+    *,
+    settled_stamp: int,
+    now: dt.datetime,
 ) -> int:
-    delete_buckets = client.register_script(_DELETE_BUCKETS_IF_UNCHANGED)
-    delete_hll = client.register_script(_DELETE_HLL_IF_UNCHANGED)
-    pipe = client.pipeline(transaction=False)
     settled_up_to = str(settled_stamp)  # stamps are fixed-width digits: they compare as strings
-    settled = [b for b in buckets if b.stamp <= settled_up_to]
-    for start in range(0, len(settled), DELETE_CHUNK):
-        chunk = settled[start : start + DELETE_CHUNK]
-        delete_buckets(
-            keys=[keys.pv_index(), *(b.key for b in chunk)],
-            args=[*_BUCKET_FIELDS, "\n".join(b.line for b in chunk)],
-            client=pipe,
-        )
-    for h in hlls:
-        if _day_settled(h.day, now):
-            day_stamp = stamp_day(h.day)
-            delete_hll(
-                keys=[h.key, keys.uv_index(day_stamp), keys.uv_days()],
-                args=[h.current, day_stamp],
-                client=pipe,
-            )
-    return sum(pipe.execute())
+    deleted = pageviews.delete_unchanged(client, [b for b in buckets if b.stamp <= settled_up_to])
+    return deleted + uniques.delete_unchanged(
+        client, hlls, settled=lambda day_stamp: _day_settled(parse_stamp_day(day_stamp), now)
+    )

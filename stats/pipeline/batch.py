@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import groupby
 from operator import attrgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from django.utils import timezone
 
@@ -25,10 +25,7 @@ from stats.models import DeadLetter
 from stats.pipeline.batch_gaps import BatchGap
 from stats.pipeline.events import EventReader, Reason, Rejected
 from stats.pipeline.isolation import retry_while_unavailable
-from stats.pipeline.registry import Event
-
-if TYPE_CHECKING:
-    from stats.pipeline.ingest import RecordedCommands
+from stats.pipeline.registry import CounterWrites, Event
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +94,7 @@ class ParsedBatch:
     next_offsets: dict[Partition, int] = field(default_factory=dict)
     first_offsets: dict[Partition, int] = field(default_factory=dict)
     # per partition, its counters' commands (``build_counters``), queued on its MULTI/EXEC when it is applied
-    counters: dict[Partition, "RecordedCommands"] = field(default_factory=dict)
+    counters: dict[Partition, CounterWrites] = field(default_factory=dict)
     set_aside_by_counting: list[str] = field(default_factory=list)  # event ids
     # the archive's worker storing the events already (``archive_in_background``): its refusals, when done
     archiving: Future | None = None

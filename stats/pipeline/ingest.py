@@ -25,7 +25,8 @@ from stats.pipeline.archive import get_archive
 from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
 from stats.pipeline.events import Reason
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.registry import Event, queue_counters
+from stats.pipeline.partitions import known_partitions, queue_register
+from stats.pipeline.registry import CounterWrites, Event, queue_counters
 from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
 
 logger = logging.getLogger(__name__)
@@ -57,10 +58,10 @@ class BatchResult:
         return f"counted {self.counted} events; dead letters: {dead}{drained}"
 
 
-def _queue_counters(pipe, events: Sequence[Event], now: dt.datetime) -> None:
+def _queue_counters(writes: CounterWrites, events: Sequence[Event], now: dt.datetime) -> None:
     """Queue what every registered counter takes from one partition's events."""
     faults.fail_for(events, point="count")
-    queue_counters(pipe, events, now=now)
+    queue_counters(writes, events, now=now)
 
 
 def _set_aside(
@@ -85,7 +86,7 @@ def _set_aside(
 
 
 class RecordedCommands:
-    """Pipeline commands queued in memory, then queued on a real MULTI/EXEC pipeline as often as one is built.
+    """Pipeline commands queued in memory, then queued on a real pipeline as often as one is built.
 
     Counters only queue commands and read no reply, so a partition's counters need no Redis to be built: the
     consumer builds a batch's while the batch before waits for Redis, and an apply retried after an outage or
@@ -97,7 +98,7 @@ class RecordedCommands:
 
     def register_script(self, source: str):
         def queue(keys=(), args=(), client=None) -> None:
-            self._calls.append((None, source, keys, [_exact(arg) for arg in args]))
+            self._calls.append((None, source, list(keys), [_exact(arg) for arg in args]))
 
         return queue
 
@@ -108,12 +109,15 @@ class RecordedCommands:
 
         return queue
 
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
     def queue_on(self, pipe) -> None:
-        scripts: dict[str, object] = {}
         for name, first, second, third in self._calls:
             if name is None:
-                script = scripts.get(first) or scripts.setdefault(first, pipe.register_script(first))
-                script(keys=second, args=third, client=pipe)
+                # EVAL, not EVALSHA: a script cache is per node, and a replica promoted by a failover has an
+                # empty one; a cluster pipeline cannot load scripts either. The sources are a few hundred bytes.
+                pipe.execute_command("EVAL", first, len(second), *second, *third)
             else:
                 getattr(pipe, name)(*first, **second)
 
@@ -128,12 +132,26 @@ def _exact(arg):
     return bytes(memoryview(arg)) if type(arg) is bytes else arg
 
 
-def _record_counters(parsed: ParsedBatch, partition: Partition) -> RecordedCommands:
-    commands = RecordedCommands()
+def _recorded_writes(partition: Partition) -> CounterWrites:
+    writes = CounterWrites(partition.number, fenced=RecordedCommands(), idempotent=RecordedCommands())
+    # Before the offset moves: whoever reads the partition's counters finds it listed.
+    queue_register(writes.idempotent, partition.number)
+    return writes
+
+
+def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
+    """Counter writes straight onto the pipeline ``pipe``, with no offset to move them with: for tools that fill
+    Redis without a Kafka source (the bench, tests racing a flush)."""
+    queue_register(pipe, partition)
+    return CounterWrites(partition, fenced=pipe, idempotent=pipe)
+
+
+def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:
+    writes = _recorded_writes(partition)
     pairs = parsed.events[partition]
-    _queue_counters(commands, [event for _, event in pairs], parsed.now)
-    metrics.record_counted(commands, pairs)  # events counted, exactly once with the counters
-    return commands
+    _queue_counters(writes, [event for _, event in pairs], parsed.now)
+    metrics.record_counted(writes, pairs)  # events counted, exactly once with the counters
+    return writes
 
 
 def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None:
@@ -145,7 +163,8 @@ def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None
         pass
     # Rare path: find the events that fail on their own, recording into throwaway commands.
     refused = isolate_failures(
-        parsed.events[partition], lambda p: _queue_counters(RecordedCommands(), [e for _, e in p], parsed.now)
+        parsed.events[partition],
+        lambda p: _queue_counters(_recorded_writes(partition), [e for _, e in p], parsed.now),
     )
     _set_aside(parsed, refused, "counting")
     parsed.counters[partition] = _record_counters(parsed, partition)
@@ -174,7 +193,7 @@ def _stale_partitions(client, parsed: ParsedBatch, group: str) -> dict[Partition
     partitions = list(parsed.next_offsets)
     pipe = client.pipeline(transaction=False)
     for source, number in partitions:
-        pipe.hget(keys.offsets(group, source), str(number))
+        pipe.get(keys.offset(group, source, number))
     found = (
         (p, _stored_past(stored, parsed, p)) for p, stored in zip(partitions, pipe.execute(), strict=True)
     )
@@ -302,32 +321,39 @@ def _drop_stale(parsed: ParsedBatch, result: BatchResult, partition: Partition, 
 def _apply_partition(
     client, parsed: ParsedBatch, partition: Partition, *, dead: Counter[str], group: str
 ) -> int | None:
-    """Apply the partition's share in one MULTI/EXEC: its counters, dead-letter counts and next offset.
+    """Apply the partition's share: its idempotent writes, then one MULTI/EXEC of its counters, dead-letter
+    counts and next offset.
 
     Return None once applied, or the stored offset instead when it is past the batch's first: the batch is
-    stale. The MULTI/EXEC WATCHes the partition's fence key and reads the stored offset first, so a consumer
-    that lost its partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset
-    moved on, and one whose apply races another's has its EXEC refused (WatchError) and looks again. Each
-    attempt reads the stored offset again: after a dropped connection, a transaction that ran is not sent twice.
+    stale. The MULTI/EXEC WATCHes the partition's offset key and reads it first, so a consumer that lost its
+    partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset moved on, and one
+    whose apply races another's has its EXEC refused (WatchError) and looks again. Each attempt reads the
+    stored offset again: after a dropped connection, a transaction that ran is not sent twice. The idempotent
+    writes (a replay changes nothing) go first, in whichever slots their keys live: once the offset has moved
+    they are all in.
     """
     source, number = partition
     next_offset = parsed.next_offsets[partition]
+    writes = parsed.counters[partition]
+    offset_key = keys.offset(group, source, number)
     while True:
+        if writes.idempotent:
+            anywhere = client.pipeline(transaction=False)
+            writes.idempotent.queue_on(anywhere)
+            anywhere.execute()
         pipe = client.pipeline(transaction=True)
         try:
-            pipe.watch(keys.offset_fence(group, source, number))
-            stored = _stored_past(pipe.hget(keys.offsets(group, source), str(number)), parsed, partition)
+            pipe.watch(offset_key)
+            stored = _stored_past(pipe.get(offset_key), parsed, partition)
             if stored is not None:
                 return stored
             pipe.multi()
-            parsed.counters[partition].queue_on(pipe)
+            writes.fenced.queue_on(pipe)
             for reason, n in dead.items():
-                pipe.hincrby(keys.dead_letter_counts(), reason, n)
+                pipe.hincrby(keys.dead_letter_counts(number), reason, n)
             if dead:
-                pipe.expire(keys.dead_letter_counts(), keys.LONG_TTL)
-            pipe.hset(keys.offsets(group, source), str(number), next_offset)
-            pipe.expire(keys.offsets(group, source), keys.LONG_TTL)
-            pipe.set(keys.offset_fence(group, source, number), next_offset, ex=keys.LONG_TTL)
+                pipe.expire(keys.dead_letter_counts(number), keys.LONG_TTL)
+            pipe.set(offset_key, next_offset, ex=keys.LONG_TTL)
             pipe.execute()
             return None
         except WatchError:
@@ -338,5 +364,12 @@ def _apply_partition(
 
 def stored_offsets(*, group: str, source: str) -> dict[int, int]:
     """Return the next offset to read per partition, as stored with the counters."""
-    raw = get_redis_connection("default").hgetall(keys.offsets(group, source))
-    return {int(partition): int(offset) for partition, offset in raw.items()}
+    client = get_redis_connection("default")
+    partitions = known_partitions(client)
+    pipe = client.pipeline(transaction=False)
+    for number in partitions:
+        pipe.get(keys.offset(group, source, number))
+    stored = pipe.execute() if partitions else []
+    return {
+        number: int(offset) for number, offset in zip(partitions, stored, strict=True) if offset is not None
+    }

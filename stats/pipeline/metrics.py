@@ -18,6 +18,7 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from stats import keys
+from stats.pipeline.partitions import summed_hashes
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +31,15 @@ def bucket_field(bound: float) -> str:
     return "+Inf" if math.isinf(bound) else repr(bound)
 
 
-def record_counted(pipe, pairs: Sequence[tuple]) -> None:
-    """Queue the count of ``pairs`` (``(Message, Event)``) on the partition's MULTI/EXEC pipeline."""
+def record_counted(writes, pairs: Sequence[tuple]) -> None:
+    """Queue the count of ``pairs`` (``(Message, Event)``) with the partition's counters (``CounterWrites``)."""
     if not pairs:
         return
+    pipe, key = writes.fenced, keys.metrics_counted(writes.partition)
     counts = Counter((event.type, message.source) for message, event in pairs)
     for (kind, source), n in counts.items():
-        pipe.hincrby(keys.metrics_counted(), keys.metrics_counted_field(kind, source), n)
-    pipe.expire(keys.metrics_counted(), keys.LONG_TTL)
+        pipe.hincrby(key, keys.metrics_counted_field(kind, source), n)
+    pipe.expire(key, keys.LONG_TTL)
 
 
 def record_batch_duration(seconds: float) -> None:
@@ -91,9 +93,9 @@ def seconds_without_partitions(*, group: str, now: float) -> dict[str, float]:
 
 
 def counted_events() -> dict[tuple[str, str], int]:
-    """Return events counted so far by ``(type, source)``."""
-    raw = get_redis_connection("default").hgetall(keys.metrics_counted())
-    return {keys.parse_metrics_counted_field(field.decode()): int(n) for field, n in raw.items()}
+    """Return events counted so far by ``(type, source)``, over every partition."""
+    summed = summed_hashes(get_redis_connection("default"), keys.metrics_counted)
+    return {keys.parse_metrics_counted_field(field): n for field, n in summed.items()}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from partners.selectors import Lineage
+from stats import keys
 
 
 class Event(Protocol):
@@ -37,9 +38,38 @@ class Envelope:
 
 # parse(payload, envelope) -> an event, or raise Rejected.
 EventParser = Callable[[dict[str, Any], Envelope], Event]
-# queue(pipe, events of the counter's type, now=...) queues Redis commands for the partition's MULTI/EXEC. It
-# reads no reply: ``pipe`` records the commands, which are queued on the real pipeline when the batch is applied.
+# queue(writes, events of the counter's type, now=...) queues the Redis commands of one Kafka partition's share
+# of a batch on ``writes`` (a ``CounterWrites``). It reads no reply: the commands are recorded, and sent when
+# the batch is applied.
 CounterQueue = Callable[..., None]
+
+
+class CommandRecorder(Protocol):
+    """A pipeline that only records: any redis-py command, and ``register_script(source)(keys, args)``."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CounterWrites:
+    """Where a counter queues the writes of one Kafka partition's share of a batch.
+
+    ``fenced``: commands applied in the partition's MULTI/EXEC together with its next offset, so they count
+    exactly once. Every key they touch carries the partition's hash tag (``stats.keys.partition_tag``): on a
+    Redis Cluster a transaction lives in one slot. Increments (not idempotent) go here.
+
+    ``idempotent``: commands applied just before that transaction, in any slots: a batch read again replays
+    them, so they must change nothing the second time (PFADD, SETBIT, SADD, ZADD of the same score).
+    """
+
+    partition: int
+    fenced: CommandRecorder
+    idempotent: CommandRecorder
+
+    @property
+    def tag(self) -> str:
+        """The partition's hash tag, which every key written to ``fenced`` carries."""
+        return keys.partition_tag(self.partition)
 
 
 @dataclass(frozen=True)
@@ -51,6 +81,8 @@ class CounterSpec:
 
 _parsers: dict[str, EventParser] = {}
 _counters: dict[str, CounterSpec] = {}
+# upgrade(client) -> keys moved: moves an app's keys written by an earlier version to its current layout
+_layout_upgrades: dict[str, Callable[[Any], int]] = {}
 
 
 def register_event_type(name: str, parse: EventParser) -> None:
@@ -62,6 +94,16 @@ def register_counter(name: str, *, event_type: str, queue: CounterQueue) -> None
     _counters[name] = CounterSpec(name, event_type, queue)
 
 
+def register_layout_upgrade(name: str, upgrade: Callable[[Any], int]) -> None:
+    """Register the function that moves app ``name``'s Redis keys of an earlier layout (run by
+    ``stats.jobs.layout.upgrade_layout`` before anything counts or flushes)."""
+    _layout_upgrades[name] = upgrade
+
+
+def layout_upgrades() -> dict[str, Callable[[Any], int]]:
+    return dict(_layout_upgrades)
+
+
 def event_parser(name: str) -> EventParser | None:
     return _parsers.get(name)
 
@@ -70,10 +112,10 @@ def event_types() -> list[str]:
     return sorted(_parsers)
 
 
-def queue_counters(pipe, events: Sequence[Event], *, now: dt.datetime) -> None:
-    """Queue what every registered counter takes from ``events`` on ``pipe``."""
+def queue_counters(writes: CounterWrites, events: Sequence[Event], *, now: dt.datetime) -> None:
+    """Queue what every registered counter takes from one partition's ``events`` on ``writes``."""
     by_type: dict[str, list[Event]] = {}
     for event in events:
         by_type.setdefault(event.type, []).append(event)
     for spec in _counters.values():
-        spec.queue(pipe, by_type.get(spec.event_type, []), now=now)
+        spec.queue(writes, by_type.get(spec.event_type, []), now=now)

@@ -18,9 +18,11 @@ from django_redis import get_redis_connection
 from cpsproject.common import jobruns
 from cpsproject.common.timeutil import day_bounds
 from stats import keys
+from stats.counters import pageviews, uniques
 from stats.models import DeadLetter, ReconcileDrift
 from stats.pipeline import lag, metrics
 from stats.pipeline.ingest import stored_offsets
+from stats.pipeline.partitions import summed_hashes
 from stats.read.selectors import outermost_rows
 
 logger = logging.getLogger(__name__)
@@ -112,8 +114,7 @@ def dead_letters_by_reason(*, day: dt.date) -> dict[str, int]:
 
 def dead_letters_counted() -> dict[str, int]:
     """Return every dead letter counted by the consumers so far, by reason (exactly once, from Redis)."""
-    raw = get_redis_connection("default").hgetall(keys.dead_letter_counts())
-    return {reason.decode(): int(n) for reason, n in sorted(raw.items())}
+    return dict(sorted(summed_hashes(get_redis_connection("default"), keys.dead_letter_counts).items()))
 
 
 def last_reconcile_drift() -> Drift | None:
@@ -132,9 +133,4 @@ def last_reconcile_drift() -> Drift | None:
 def pending_flush_keys() -> int:
     """Return how many PV bucket and UV keys wait in Redis for a flush to move them to SQL."""
     client = get_redis_connection("default")
-    day_stamps = [stamp.decode() for stamp in client.zrange(keys.uv_days(), 0, -1)]
-    pipe = client.pipeline(transaction=False)
-    pipe.zcard(keys.pv_index())
-    for day_stamp in day_stamps:
-        pipe.scard(keys.uv_index(day_stamp))
-    return sum(pipe.execute())
+    return pageviews.pending_count(client) + uniques.pending_count(client)

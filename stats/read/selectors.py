@@ -30,7 +30,8 @@ from cpsproject.common.timeutil import (
 from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
-from stats.counters.pageviews import GEN, SELF, TREE, hll_union_counts
+from stats.counters import pageviews
+from stats.counters.uniques import SELF, TREE, UvDay, union_counts
 from stats.models import BucketStat, DailyStat
 
 
@@ -61,20 +62,6 @@ def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
     return day_bounds(day)[1] + dt.timedelta(seconds=horizon) > now and day <= local_day(now)
 
 
-# KEYS = bucket keys; ARGV = the tree, self and generation fields. One reply for a day of buckets, naming only
-# the keys that exist: 288 HGETALL replies, or 288 empty ones, cost redis-py more than the rest of a request.
-_READ_LIVE_BUCKETS = """
-local out = {}
-for k = 1, #KEYS do
-  local v = redis.call('HMGET', KEYS[k], ARGV[1], ARGV[2], ARGV[3])
-  if v[1] or v[2] or v[3] then
-    out[#out + 1] = k .. ',' .. (v[1] or '') .. ',' .. (v[2] or '') .. ',' .. (v[3] or '')
-  end
-end
-return table.concat(out, ';')
-"""
-
-
 @functools.lru_cache(maxsize=64)
 def _day_buckets(day: dt.date, bucket_seconds: int, time_zone: str) -> tuple[tuple, tuple[str, ...]]:
     """Bucket starts of ``day`` and their ``stamp_minute``: the same for every partner, and costly to rebuild.
@@ -103,18 +90,17 @@ def _live_starts(days: list[dt.date], now: dt.datetime) -> tuple[list[dt.datetim
 
 def _read_live_buckets(
     code: str, starts: list[dt.datetime], stamps: list[str]
-) -> dict[dt.datetime, tuple[int, int, str]]:
-    """Return ``(pv, pv_self, generation)`` of each of ``code``'s buckets that Redis holds, in one round trip."""
+) -> list[tuple[dt.datetime, int, int, str]]:
+    """``(start, pv, pv_self, generation)`` of each of ``code``'s bucket keys Redis holds (one per Kafka
+    partition that counted views in it)."""
     if not starts:
-        return {}
-    client = get_redis_connection("default")
-    bucket_keys = [keys.pv_bucket(code, stamp) for stamp in stamps]
-    reply = client.register_script(_READ_LIVE_BUCKETS)(keys=bucket_keys, args=[TREE, SELF, GEN]).decode()
-    found = {}
-    for line in reply.split(";") if reply else []:
-        index, tree, own, generation = line.split(",")
-        found[starts[int(index) - 1]] = (int(tree or 0), int(own or 0), generation)
-    return found
+        return []
+    found = pageviews.read_live(get_redis_connection("default"), code, stamps)
+    return [
+        (start, tree, own, generation)
+        for start, keys_found in zip(starts, found, strict=True)
+        for tree, own, generation in keys_found
+    ]
 
 
 def _bucket_series(
@@ -134,7 +120,7 @@ def _bucket_series(
     for start, generation, pv, pv_self in rows.values_list("start", "generation", "pv", "pv_self"):
         latest[(start, generation)] = (pv, pv_self)
     live_starts, stamps = _live_starts([day for day in days if _may_have_redis_keys(day, now)], now)
-    for start, (pv, pv_self, generation) in _read_live_buckets(code, live_starts, stamps).items():
+    for start, pv, pv_self, generation in _read_live_buckets(code, live_starts, stamps):
         # While its key exists, Redis holds the newer absolute count of that generation.
         latest[(start, generation)] = (pv, pv_self)
     totals: defaultdict[dt.datetime, list[int]] = defaultdict(lambda: [0, 0])
@@ -243,9 +229,7 @@ def _live_pv(*, partner: Partner, days: list[dt.date], now: dt.datetime) -> dict
     newer absolute count of, plus those counts.
     """
     found: dict[dt.date, list[tuple[dt.datetime, int, int, str]]] = defaultdict(list)
-    for start, (pv, pv_self, generation) in _read_live_buckets(
-        partner.code, *_live_starts(days, now)
-    ).items():
+    for start, pv, pv_self, generation in _read_live_buckets(partner.code, *_live_starts(days, now)):
         found[start.date()].append((start, pv, pv_self, generation))
     quote, adapt = connection.ops.quote_name, connection.ops.adapt_datetimefield_value
     table, start_, generation_ = quote(BucketStat._meta.db_table), quote("start"), quote("generation")
@@ -322,8 +306,8 @@ def partner_days(
         for day in live_days:
             hll, hll_self = stored[day][2] if day in stored else (None, None)
             for scope, blob in ((TREE, hll), (SELF, hll_self)):
-                unions.append(([blob], [keys.uv_day(partner.code, stamp_day(day), scope)]))
-        uv_counts = iter(hll_union_counts(get_redis_connection("default"), unions))
+                unions.append(([blob], [UvDay(partner.code, stamp_day(day), scope)]))
+        uv_counts = iter(union_counts(get_redis_connection("default"), unions))
         live = {day: (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts)) for day in live_days}
     days = []
     for day in all_days:
@@ -349,8 +333,8 @@ def uv_between(partner: Partner, start: dt.date, end: dt.date, *, scope: str = T
         field, flat=True
     )
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
-    sources = [keys.uv_day(partner.code, stamp_day(day), scope) for day in days]
-    return hll_union_counts(get_redis_connection("default"), [(list(blobs), sources)])[0]
+    sources = [UvDay(partner.code, stamp_day(day), scope) for day in days]
+    return union_counts(get_redis_connection("default"), [(list(blobs), sources)])[0]
 
 
 def site_days(*, start: dt.date, end: dt.date, now: dt.datetime | None = None) -> list[DayNumbers]:
@@ -377,15 +361,15 @@ def site_days(*, start: dt.date, end: dt.date, now: dt.datetime | None = None) -
     for day, row in stored_site.items():
         blobs[day].append(row.hll)
     codes = [root.code for root in roots] + [keys.NO_PARTNER]
-    unions = [(blobs[day], [keys.uv_day(code, stamp_day(day), TREE) for code in codes]) for day in all_days]
+    unions = [(blobs[day], [UvDay(code, stamp_day(day), TREE) for code in codes]) for day in all_days]
     unions += [
         (
             [stored_site[day].hll if day in stored_site else None],
-            [keys.uv_day(keys.NO_PARTNER, stamp_day(day), TREE)],
+            [UvDay(keys.NO_PARTNER, stamp_day(day), TREE)],
         )
         for day in all_days
     ]
-    counts = hll_union_counts(get_redis_connection("default"), unions)
+    counts = union_counts(get_redis_connection("default"), unions)
     union_uv, site_uv = counts[: len(all_days)], counts[len(all_days) :]
     days = []
     for index, day in enumerate(all_days):
@@ -436,12 +420,9 @@ def site_uv_between(
     ]
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
     sources = [
-        keys.uv_day(code, stamp_day(day), TREE)
-        for day in days
-        if _may_have_redis_keys(day, now)
-        for code in codes
+        UvDay(code, stamp_day(day), TREE) for day in days if _may_have_redis_keys(day, now) for code in codes
     ]
-    return hll_union_counts(get_redis_connection("default"), [(blobs, sources)])[0]
+    return union_counts(get_redis_connection("default"), [(blobs, sources)])[0]
 
 
 def outermost_rows(queryset: QuerySet) -> QuerySet:

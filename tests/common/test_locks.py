@@ -124,18 +124,18 @@ def test_flush_whose_lock_is_taken_before_its_transaction_writes_nothing(monkeyp
     feed_noon()
     from stats.jobs import flush as flush_module
 
-    read_hlls = flush_module._read_hlls
+    read_hlls = flush_module._merge_hlls
 
     def read_then_lose_the_lock(*args, **kwargs):
         steal(thief, "flush")
         return read_hlls(*args, **kwargs)
 
-    monkeypatch.setattr(flush_module, "_read_hlls", read_then_lose_the_lock)
-    indexed = redis_client.zcard(stats_keys.pv_index())
+    monkeypatch.setattr(flush_module, "_merge_hlls", read_then_lose_the_lock)
+    indexed = redis_client.zcard(stats_keys.pv_index(0))
     with pytest.raises(LockLost):
         flush(now=LATER)
     assert (BucketStat.objects.count(), DailyStat.objects.count()) == (0, 0)
-    assert redis_client.zcard(stats_keys.pv_index()) == indexed > 0
+    assert redis_client.zcard(stats_keys.pv_index(0)) == indexed > 0
     assert thief.get(redis_keys.lock("flush")) == THIEF_TOKEN
 
 
@@ -154,7 +154,7 @@ def test_flush_whose_lock_is_taken_inside_its_transaction_rolls_it_back(monkeypa
     with pytest.raises(LockLost):
         flush(now=LATER)
     assert (BucketStat.objects.count(), DailyStat.objects.count()) == (0, 0)
-    assert redis_client.zcard(stats_keys.pv_index()) > 0
+    assert redis_client.zcard(stats_keys.pv_index(0)) > 0
 
 
 @pytest.mark.django_db
@@ -168,11 +168,11 @@ def test_flush_whose_lock_is_taken_after_its_commit_deletes_no_key(monkeypatch, 
         reach(point)
 
     monkeypatch.setattr(faults, "reach", lose_the_lock_after_commit)
-    indexed = redis_client.zcard(stats_keys.pv_index())
+    indexed = redis_client.zcard(stats_keys.pv_index(0))
     with pytest.raises(LockLost):
         flush(now=LATER)
     assert DailyStat.objects.get(partner__code="A", date=DAY).pv == 10  # step 2 committed
-    assert redis_client.zcard(stats_keys.pv_index()) == indexed > 0  # step 3 did not run
+    assert redis_client.zcard(stats_keys.pv_index(0)) == indexed > 0  # step 3 did not run
 
 
 @pytest.mark.django_db
@@ -261,13 +261,13 @@ def test_flush_command_turns_a_lost_lock_into_one_readable_line(monkeypatch, thi
     feed_noon()
     from stats.jobs import flush as flush_module
 
-    read_hlls = flush_module._read_hlls
+    read_hlls = flush_module._merge_hlls
 
     def read_then_lose_the_lock(*args, **kwargs):
         steal(thief, "flush")
         return read_hlls(*args, **kwargs)
 
-    monkeypatch.setattr(flush_module, "_read_hlls", read_then_lose_the_lock)
+    monkeypatch.setattr(flush_module, "_merge_hlls", read_then_lose_the_lock)
     with pytest.raises(CommandError) as failure:
         call_command("flush")
     assert str(failure.value) == (

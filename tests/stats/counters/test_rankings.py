@@ -16,6 +16,7 @@ from django_redis import get_redis_connection
 
 from stats import keys
 from stats.counters.rankings import rotate_all, top_partners
+from stats.pipeline.partitions import known_partitions
 from tests.factories import at, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
@@ -80,17 +81,18 @@ SCENARIOS = {
 
 
 def live_slot_sums(*, window: str, scope: str) -> tuple[dict[str, int], dict[str, int]]:
-    """Return (totals zset, sum of the live slot hashes), read straight from Redis: the two must agree."""
+    """Return (totals zsets, sum of the live slot hashes) over every partition, read straight from Redis: the
+    two must agree."""
     client = get_redis_connection("default")
-    totals = {
-        m.decode(): int(s)
-        for m, s in client.zrange(keys.ranking_total(window, scope), 0, -1, withscores=True)
-    }
+    totals: Counter[str] = Counter()
     summed: Counter[str] = Counter()
-    for slot_key in client.zrange(keys.ranking_slots(window, scope), 0, -1):
-        for code, pv in client.hgetall(slot_key).items():
-            summed[code.decode()] += int(pv)
-    return totals, {code: pv for code, pv in summed.items() if pv}
+    for partition in known_partitions(client):
+        for m, s in client.zrange(keys.ranking_total(partition, window, scope), 0, -1, withscores=True):
+            totals[m.decode()] += int(s)
+        for slot_key in client.zrange(keys.ranking_slots(partition, window, scope), 0, -1):
+            for code, pv in client.hgetall(slot_key).items():
+                summed[code.decode()] += int(pv)
+    return dict(totals), {code: pv for code, pv in summed.items() if pv}
 
 
 def exact_counts(

@@ -80,7 +80,7 @@ def test_cleaner_removes_exactly_the_expired_samples(settings, redis_client):
     assert [c for _, c in minutes] == [0] * 20 + [1] * 10  # the 10 newest minutes are kept
     assert sum(c for _, c in read_series(counter=ALL_TRAFFIC, precision=3600, start=start, end=now)) == 30
     clean_series(now=now + dt.timedelta(days=1), force=True)
-    assert redis_client.zcard(keys.series_known()) == 0  # every counter emptied and forgotten
+    assert redis_client.zcard(keys.series_known(0)) == 0  # every counter emptied and forgotten
 
 
 def utc(text: str) -> dt.datetime:
@@ -201,13 +201,13 @@ def test_a_counter_the_cleaner_forgot_is_indexed_again_with_its_ttl_when_it_coun
     start = at("2026-11-21 08:00")
     feed([pv_event(start, "B")], now=start)
     clean_series(now=start + dt.timedelta(days=1), force=True)
-    assert redis_client.zcard(keys.series_known()) == 0
+    assert redis_client.zcard(keys.series_known(0)) == 0
     later = start + dt.timedelta(days=1)
     feed([pv_event(later, "B")], now=later)
-    known = {member.decode() for member in redis_client.zrange(keys.series_known(), 0, -1)}
+    known = {member.decode() for member in redis_client.zrange(keys.series_known(0), 0, -1)}
     assert known == {keys.series_member(60, ALL_TRAFFIC), keys.series_member(60, partner_counter("B"))}
     for counter in (ALL_TRAFFIC, partner_counter("B")):
-        assert 0 < redis_client.ttl(keys.series_hash(60, counter)) <= 60 * 10 + 86400
+        assert 0 < redis_client.ttl(keys.series_hash(0, 60, counter)) <= 60 * 10 + 86400
 
 
 def test_a_new_sample_renews_the_safety_ttl_of_its_hash(settings, redis_client):
@@ -215,7 +215,7 @@ def test_a_new_sample_renews_the_safety_ttl_of_its_hash(settings, redis_client):
     create_tree()
     start = at("2026-11-21 08:00")
     feed([pv_event(start, "B")], now=start)
-    hash_key = keys.series_hash(60, partner_counter("B"))
+    hash_key = keys.series_hash(0, 60, partner_counter("B"))
     redis_client.expire(hash_key, 100)
     next_minute = start + dt.timedelta(minutes=1)
     feed([pv_event(next_minute, "B")], now=next_minute)

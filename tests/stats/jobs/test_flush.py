@@ -44,8 +44,8 @@ def test_settled_keys_are_deleted_and_open_ones_kept(redis_client):
     feed([pv_event(NOON, "B")], now=LATER)
     result = flush(now=LATER, include_open=True)
     assert result.buckets == 2
-    assert redis_client.exists(keys.pv_bucket("B", "202611211255")) == 1
-    assert redis_client.exists(keys.pv_bucket("B", "202611211200")) == 0
+    assert redis_client.exists(keys.pv_bucket(0, "B", "202611211255")) == 1
+    assert redis_client.exists(keys.pv_bucket(0, "B", "202611211200")) == 0
     assert daily("B", DAY).pv == 2
 
 
@@ -117,11 +117,11 @@ def test_an_increment_that_races_the_flush_stays_in_redis_for_the_next_one(monke
     flush(now=LATER)
     monkeypatch.undo()
     assert (daily("B", DAY).pv, daily("A", DAY).pv) == (1, 2)
-    assert redis_client.exists(keys.pv_bucket("B", "202611211200")) == 1
-    assert redis_client.exists(keys.pv_bucket("A2", "202611211200")) == 0
+    assert redis_client.exists(keys.pv_bucket(0, "B", "202611211200")) == 1
+    assert redis_client.exists(keys.pv_bucket(0, "A2", "202611211200")) == 0
     flush(now=LATER)
     assert (daily("B", DAY).pv, daily("A", DAY).pv) == (2, 2)
-    assert redis_client.exists(keys.pv_bucket("B", "202611211200")) == 0
+    assert redis_client.exists(keys.pv_bucket(0, "B", "202611211200")) == 0
 
 
 # --- a real `flush` process killed between its commit and its deletes ----------------------------------------
@@ -143,7 +143,7 @@ def wait_for_lock_to_expire() -> None:
 
 
 def indexed_bucket_count() -> int:
-    return get_redis_connection("default").zcard(keys.pv_index())
+    return get_redis_connection("default").zcard(keys.pv_index(0))
 
 
 def stat_tables() -> tuple[list, list]:

@@ -7,13 +7,13 @@ import pytest
 from django_redis import get_redis_connection
 
 from stats import keys
+from stats.counters import pageviews
 from stats.counters.pageviews import queue_page_views
 from stats.counters.tally import PageViewTally
-from stats.jobs import flush as flush_job
 from stats.jobs.flush import flush
 from stats.models import BucketStat
 from stats.pipeline.events import parse_event
-from stats.pipeline.ingest import PartnerDirectory
+from stats.pipeline.ingest import PartnerDirectory, unfenced_writes
 from tests.factories import at, create_tree, daily, feed, pv_event
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def counter_in_redis(values: list[bytes], *, now: dt.datetime) -> Callable[[], N
 
     def write() -> None:
         pipe = client.pipeline(transaction=False)
-        queue_page_views(pipe, PageViewTally.of(views), now=now)
+        queue_page_views(unfenced_writes(pipe), PageViewTally.of(views), now=now)
         pipe.execute()
 
     return write
@@ -50,9 +50,9 @@ def test_buckets_indexed_and_incremented_while_the_flush_reads_are_each_counted_
         [pv_event(at("2026-11-21 09:00"), "B", "late"), pv_event(at("2026-11-21 12:05"), "B", "again")],
         now=LATER,
     )
-    monkeypatch.setattr(flush_job, "CHUNK", 2)
-    monkeypatch.setattr(flush_job, "INDEX_PAGE", 2)
-    read_buckets = flush_job._read_buckets
+    monkeypatch.setattr(pageviews, "READ_CHUNK", 2)
+    monkeypatch.setattr(pageviews, "INDEX_PAGE", 2)
+    read_buckets = pageviews.read_indexed
 
     def read_while_a_consumer_writes(*args, **kwargs):
         for n, chunk in enumerate(read_buckets(*args, **kwargs)):
@@ -60,14 +60,14 @@ def test_buckets_indexed_and_incremented_while_the_flush_reads_are_each_counted_
             if n == 0:
                 late()
 
-    monkeypatch.setattr(flush_job, "_read_buckets", read_while_a_consumer_writes)
+    monkeypatch.setattr(pageviews, "read_indexed", read_while_a_consumer_writes)
     first = flush(now=LATER)
     monkeypatch.undo()
     index = get_redis_connection("default")
     assert (first.buckets, daily("B", DAY).pv) == (5, 6)
-    assert sorted(m.decode() for m in index.zrange(keys.pv_index(), 0, -1)) == [
-        keys.pv_bucket("B", "202611210900"),
-        keys.pv_bucket("B", "202611211225"),
+    assert sorted(m.decode() for m in index.zrange(keys.pv_index(0), 0, -1)) == [
+        keys.pv_bucket(0, "B", "202611210900"),
+        keys.pv_bucket(0, "B", "202611211225"),
     ]
     second = flush(now=LATER)
     assert (second.buckets, daily("B", DAY).pv, BucketStat.objects.filter(partner__code="B").count()) == (
@@ -75,4 +75,4 @@ def test_buckets_indexed_and_incremented_while_the_flush_reads_are_each_counted_
         8,
         7,
     )
-    assert index.zcard(keys.pv_index()) == 0
+    assert index.zcard(keys.pv_index(0)) == 0

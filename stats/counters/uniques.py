@@ -1,0 +1,192 @@
+"""Day UV HyperLogLogs (first design document): the one module that knows their keys.
+
+Per Kafka partition, partner, business day and scope (``self``: its own visitors, ``tree``: its subtree's) one
+HyperLogLog (``keys.uv_day``), indexed per partition and day. The consumer adds a batch's visitors in its
+partition's MULTI/EXEC (``queue_uniques``); a partner-day's UV is the union over the partitions. Unions across
+slots are made where Redis allows them: the bytes of each HyperLogLog (a plain string) are copied into scratch
+keys sharing one hash tag and merged there (``union_counts``). Flush reads them (``read_day_hlls``) and
+deletes what it flushed (``delete_unchanged``).
+"""
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import orjson
+
+from cpsproject.common import redis_keys
+from cpsproject.common.lua import lua_source
+from stats import keys
+from stats.counters.tally import PageViewTally
+from stats.pipeline.partitions import known_partitions
+
+SELF, TREE = "self", "tree"
+
+_ADD = lua_source(__file__, "uniques_add.lua")
+_DELETE_IF_UNCHANGED = lua_source(__file__, "uniques_delete_if_unchanged.lua")
+
+HLLS_PER_CALL = 2000  # bounds one script call's arguments
+READ_CHUNK = 1000
+
+
+class UvDay(NamedTuple):
+    """One partner-day's visitors, whichever partitions hold them."""
+
+    code: str
+    day_stamp: str  # yyyyMMdd
+    scope: str  # SELF or TREE
+
+
+def queue_uniques(writes, tally: PageViewTally) -> None:
+    """Queue the PFADDs of ``tally``'s visitors on ``writes.fenced``: each for its own partner (``self``) and
+    for the partner and every ancestor (``tree``)."""
+    visitors: defaultdict[UvDay, set[str]] = defaultdict(set)
+    no_partner = (keys.NO_PARTNER,)
+    for (lineage, day), openids in tally.visitors.items():
+        chain = lineage.codes if lineage else no_partner
+        visitors[UvDay(chain[-1], day, SELF)].update(openids)
+        for code in chain:
+            visitors[UvDay(code, day, TREE)].update(openids)
+    if not visitors:
+        return
+    partition, pipe = writes.partition, writes.fenced
+    ttl = keys.realtime_ttl()
+    add = pipe.register_script(_ADD)
+    items = [(keys.uv_day(partition, *name), name, openids) for name, openids in visitors.items()]
+    for first in range(0, len(items), HLLS_PER_CALL):
+        chunk = items[first : first + HLLS_PER_CALL]
+        add(
+            keys=[key for key, _, _ in chunk],
+            args=[ttl, orjson.dumps([list(openids) for _, _, openids in chunk])],
+        )
+    by_day: defaultdict[str, list[str]] = defaultdict(list)
+    for key, name, _ in items:
+        by_day[name.day_stamp].append(key)
+    for day_stamp, uv_keys in by_day.items():
+        pipe.sadd(keys.uv_index(partition, day_stamp), *uv_keys)
+        pipe.zadd(keys.uv_days(partition), {day_stamp: int(day_stamp)})
+        pipe.expire(keys.uv_index(partition, day_stamp), ttl)
+    pipe.expire(keys.uv_days(partition), ttl)
+
+
+def _queue_union(pipe, target: str, blobs: list[bytes]) -> int:
+    """Queue commands leaving ``target`` = the union of HyperLogLog ``blobs`` (bytes); return how many replies
+    they add, so the caller finds the replies of what it queues next. PFMERGE reads stored HyperLogLogs from
+    keys only, so each blob is written to a scratch key sharing ``target``'s hash tag."""
+    parts = [redis_keys.scratch_part(target, n) for n in range(1, len(blobs))]
+    if blobs:
+        pipe.set(target, blobs[0])
+    else:
+        pipe.delete(target)
+    for part, blob in zip(parts, blobs[1:], strict=True):
+        pipe.set(part, blob)
+    # As raw commands: redis-py's cluster pipeline refuses multi-key PFMERGE and DEL, though these share a slot.
+    pipe.execute_command("PFMERGE", target, *parts)
+    if parts:
+        pipe.execute_command("DEL", *parts)
+    return 1 + len(parts) + 1 + (1 if parts else 0)
+
+
+def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
+    """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip."""
+    pipe = client.pipeline(
+        transaction=False
+    )  # each union in a scratch slot of its own: no transaction spans them
+    skips = []
+    for blobs in unions:
+        target = redis_keys.scratch(uuid.uuid4().hex)
+        skips.append(_queue_union(pipe, target, [bytes(blob) for blob in blobs if blob]))
+        pipe.get(target)
+        pipe.pfcount(target)
+        pipe.delete(target)
+    replies, position, merged = pipe.execute(), 0, []
+    for skip in skips:
+        merged.append((replies[position + skip] or b"", replies[position + skip + 1]))
+        position += skip + 3
+    return merged
+
+
+def _read_blobs(client, names: list[UvDay]) -> dict[UvDay, list[bytes]]:
+    """The bytes of every partition's HyperLogLog of each of ``names``, in one round trip."""
+    partitions = known_partitions(client) if names else []
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        for partition in partitions:
+            pipe.get(keys.uv_day(partition, *name))
+    replies = iter(pipe.execute() if names and partitions else [])
+    return {name: [blob for _ in partitions if (blob := next(replies))] for name in names}
+
+
+def union_counts(client, unions: list[tuple[Iterable[bytes | None], Iterable[UvDay]]]) -> list[int]:
+    """Return the UV of each union of stored HyperLogLog blobs and live partner-days held in Redis."""
+    unions = [(list(blobs), list(names)) for blobs, names in unions]
+    live = _read_blobs(client, list({name for _, names in unions for name in names}))
+    return [
+        count
+        for _, count in merged_counts(
+            client, [blobs + [blob for name in names for blob in live[name]] for blobs, names in unions]
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class HllRead:
+    partition: int
+    key: str
+    name: UvDay
+    current: bytes  # the key's bytes when read (what compare-and-delete checks)
+
+
+def read_day_hlls(client) -> list[HllRead]:
+    """Every day HyperLogLog Redis holds, with its bytes."""
+    named: list[tuple[int, str, UvDay]] = []
+    for partition in known_partitions(client):
+        for day_stamp in client.zrange(keys.uv_days(partition), 0, -1):
+            for member in client.sscan_iter(keys.uv_index(partition, day_stamp.decode()), count=1000):
+                key = member.decode()
+                named.append((partition, key, UvDay(*keys.parse_uv_day(key))))
+    reads = []
+    for start in range(0, len(named), READ_CHUNK):
+        chunk = named[start : start + READ_CHUNK]
+        pipe = client.pipeline(transaction=False)
+        for _, key, _ in chunk:
+            pipe.get(key)
+        for (partition, key, name), current in zip(chunk, pipe.execute(), strict=True):
+            reads.append(HllRead(partition, key, name, current or b""))
+    return reads
+
+
+def delete_unchanged(client, reads: list[HllRead], *, settled: Callable[[str], bool]) -> int:
+    """Delete each HyperLogLog of ``reads`` whose day is ``settled`` and that still holds the bytes read."""
+    pipe = client.pipeline(transaction=False)
+    queued = 0
+    for read in reads:
+        if settled(read.name.day_stamp):
+            day_stamp = read.name.day_stamp
+            pipe.execute_command(
+                "EVAL",
+                _DELETE_IF_UNCHANGED,
+                3,
+                read.key,
+                keys.uv_index(read.partition, day_stamp),
+                keys.uv_days(read.partition),
+                read.current,
+                day_stamp,
+            )
+            queued += 1
+    return sum(pipe.execute()) if queued else 0
+
+
+def pending_count(client) -> int:
+    """How many day HyperLogLogs wait in Redis for a flush, over every partition."""
+    indexes = [
+        keys.uv_index(partition, stamp.decode())
+        for partition in known_partitions(client)
+        for stamp in client.zrange(keys.uv_days(partition), 0, -1)
+    ]
+    pipe = client.pipeline(transaction=False)
+    for index in indexes:
+        pipe.scard(index)
+    return sum(pipe.execute()) if indexes else 0
