@@ -9,7 +9,9 @@ class LoginlogConfig(AppConfig):
     def ready(self) -> None:
         from loginlog.bitmaps import queue_logins
         from loginlog.events import parse_login
-        from stats.plugins import register_counter, register_event_type
+        from loginlog.layout import upgrade_login_layout
+        from stats.plugins import register_counter, register_event_type, register_layout_upgrade
 
         register_event_type("login", parse_login)
         register_counter("logins", event_type="login", queue=queue_logins)
+        register_layout_upgrade("logins", upgrade_login_layout)

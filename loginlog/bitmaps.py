@@ -1,8 +1,9 @@
 """Login bitmaps in Redis (fourth design document), plus the bit arithmetic shared by reads and the sync.
 
-Per user and month one bitmap with bit ``d`` for day ``d`` (as the document designs); per type and day one
-bitmap with bit ``u`` for user ``u``, so population questions are a BITOP over days, never a key scan; per month
-an index set of the user-month keys, which replaces the document's ``KEYS loginLog_*``.
+Per user and month one bitmap with bit ``d`` for day ``d`` (as the document designs); per type, block of user
+ids and day one bitmap with a bit per user of the block, so population questions are a BITOP over days in each
+block's slot, never a key scan; per block and month an index set of the user-month keys, which replaces the
+document's ``KEYS loginLog_*`` (the layout is drawn in ``loginlog.keys``).
 """
 
 import datetime as dt
@@ -37,20 +38,51 @@ def set_bits(bitmap: bytes, *, base: int = 0) -> np.ndarray:
     return offsets + base if base else offsets
 
 
-def queue_logins(pipe, logins: Iterable[Login], *, now: dt.datetime) -> None:
-    """Queue the bits of a batch's logins; a user logging in twice a day is one bit."""
+def queue_logins(writes, logins: Iterable[Login], *, now: dt.datetime) -> None:
+    """Queue the bits of a batch's logins on ``writes.idempotent`` (``stats.plugins.CounterWrites``): setting a
+    bit twice changes nothing, so they need no offset fence. A user logging in twice a day is one bit."""
     seen = {(login.user_type, login.user_id, local_day(login.ts)) for login in logins}
-    for user_type, user_id, day in seen:
-        queue_login(pipe, user_type=user_type, user_id=user_id, day=day)
+    if seen:
+        _queue_logins(writes.idempotent, seen)
 
 
 def queue_login(pipe, *, user_type: str, user_id: int, day: dt.date) -> None:
-    month = stamp_month(day)
+    """Queue the bits of one login. Its keys sit in the user's block's slot but the blocks list (on ``{P}``),
+    so on a cluster ``pipe`` must not be a transaction."""
+    _queue_logins(pipe, [(user_type, user_id, day)])
+
+
+def _queue_logins(pipe, logins: Iterable[tuple[str, int, dt.date]]) -> None:
+    """Set the bits, list the blocks written (once per batch: the list is one key, in one slot), renew the
+    TTL of every key written once."""
+    written: set[str] = set()
+    blocks: dict[str, int] = {}
+    for user_type, user_id, day in logins:
+        month = stamp_month(day)
+        block = keys.block_of(user_type, user_id)
+        month_key, day_key = (
+            keys.login_month(user_type, user_id, month),
+            keys.login_day(block, stamp_day(day)),
+        )
+        pipe.setbit(month_key, day.day, 1)
+        pipe.setbit(day_key, user_id - block.base, 1)
+        pipe.sadd(keys.login_index(block, month), user_id)
+        written.update((month_key, day_key, keys.login_index(block, month)))
+        blocks[keys.blocks_member(month, block)] = int(month)
+    pipe.zadd(keys.login_blocks(), blocks)
+    written.add(keys.login_blocks())
     ttl = keys.login_ttl()
-    written = [keys.login_month(user_type, user_id, month), keys.login_day(user_type, stamp_day(day))]
-    pipe.setbit(written[0], day.day, 1)
-    pipe.setbit(written[1], user_id, 1)
-    pipe.sadd(keys.login_index(month), f"{user_type}:{user_id}")
-    pipe.zadd(keys.login_months(), {month: int(month)})
-    for key in (*written, keys.login_index(month), keys.login_months()):
+    for key in written:
         pipe.expire(key, ttl)
+
+
+def split_bitmap(bitmap: bytes) -> dict[int, bytes]:
+    """A bitmap of user ids (bit u = user u) as block number -> the block's bitmap (bit u - base), leaving
+    out blocks with no bit set."""
+    view = memoryview(bitmap)
+    blocks = {}
+    for number, first in enumerate(range(0, len(bitmap), keys.BLOCK_BYTES)):
+        chunk = bytes(view[first : first + keys.BLOCK_BYTES])
+        if chunk.strip(b"\0"):
+            blocks[number] = chunk
+    return blocks

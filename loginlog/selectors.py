@@ -6,6 +6,7 @@ Redis is read first; a month (per user) or a day (per population) that Redis no 
 
 import calendar
 import datetime as dt
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from django_redis import get_redis_connection
 from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import local_day, months_touched, stamp_day, stamp_month
 from loginlog import keys
-from loginlog.bitmaps import month_bits_to_mask, set_bits
+from loginlog.bitmaps import month_bits_to_mask, set_bits, split_bitmap
 from loginlog.models import LoginMonth
 from loginlog.validation import user_types
 
@@ -81,28 +82,41 @@ def retention_cutoff(today: dt.date | None = None) -> dt.date:
 
 # --- Active users -------------------------------------------------------------------------------------
 #
-# Per type, the day bitmaps of the range are ORed into a scratch key (plus, for days that expired from Redis,
-# a bitmap built from ``LoginMonth``). BITCOUNT gives the exact count; a page is read from the scratch key by
-# finding the byte that holds its first id with BITCOUNTs over narrowing ranges, then GETRANGE from there.
-# A page holds no more than one read chunk and the page, whatever the number of active users; the whole
-# list (query 6) is one GET decoded into an int64 array.
+# User ids fall in blocks of 65,536 per type, each under a hash tag of its own (``loginlog.keys``). Per block,
+# the day bitmaps of the range are ORed into a scratch key in the block's slot (plus, for days that expired
+# from Redis, the block's share of a bitmap built from ``LoginMonth``). The counts of the blocks add up to the
+# answer; their ids, each block's offsets plus its base, in block order are the ascending list. A page reads
+# only the blocks that hold it (at most 8 KB each), found from the blocks' counts.
 
 _SCRATCH_MS = 60_000  # a request that dies leaves its scratch keys for a minute at most
 _BITOP_FANOUT = 16  # the most sources Redis' BITOP ORs a word at a time (see _queue_union)
-_SEEK_FANOUT = 64  # BITCOUNT ranges per round trip while seeking
-_SEEK_BYTES = 4096  # seeking stops at a range this small; the first read covers it
-_READ_BYTES = (4096, 1024 * 1024)  # first and largest GETRANGE while reading a page (1 MB: 8 M ids)
-_EXPORT_BYTES = 64 * 1024  # one GETRANGE of an export: at most 524,288 ids, a 4 MB array
+_EXPORT_BLOCKS = 8  # blocks read per round trip of an export: at most 524,288 ids, a 4 MB array
+_RENEW_SECONDS = 10  # an export renews the expiry of the blocks it has not read yet this often
+
+
+@dataclass(frozen=True)
+class BlockBitmap:
+    """The users of one block active over a range, as a scratch bitmap in the block's slot."""
+
+    block: keys.Block
+    key: str
+    count: int
 
 
 @dataclass(frozen=True)
 class ActiveBitmap:
-    """The users of one type active over a range, as a scratch bitmap in Redis."""
+    """The users of one type active over a range: one scratch bitmap per block that has any, in block order."""
 
     user_type: str
-    key: str
-    length: int  # bytes
-    count: int
+    blocks: tuple[BlockBitmap, ...]
+
+    @property
+    def count(self) -> int:
+        return sum(b.count for b in self.blocks)
+
+    @property
+    def keys(self) -> list[str]:
+        return [b.key for b in self.blocks]
 
 
 def _days(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -129,14 +143,16 @@ def _sql_bitmap(*, user_type: str, days: list[dt.date]) -> bytes:
 
 
 def _queue_union(pipe, dest: str, sources: list[tuple[int, str]]) -> None:
-    """Queue BITOP ORs that leave in ``dest`` the union of ``sources`` (``(length in bytes, key)``, none empty).
+    """Queue BITOP ORs that leave in ``dest`` the union of ``sources`` (``(length in bytes, key)``, none empty,
+    all in ``dest``'s slot).
 
     Redis ORs word by word only with at most ``_BITOP_FANOUT`` sources and only as far as the shortest of them;
-    past either limit it goes byte by byte through every source (thirty 1.25 MB days: 70-130 ms in one BITOP,
-    3 ms per sixteen). So the sources go in groups of sixteen, longest first, each group into a part key beside
-    ``dest`` (parts from 1 on; deleted in the same transaction), and the groups' unions are ORed the same way
-    until one BITOP is left.
+    past either limit it goes byte by byte through every source. So the sources go in groups of sixteen,
+    longest first, each group into a part key beside ``dest`` (parts from 1 on; deleted in the same round
+    trip), and the groups' unions are ORed the same way until one BITOP is left.
     """
+    # BITOP and a DEL of several keys through ``execute_command``: redis-py's cluster pipeline refuses the
+    # methods (it cannot tell that the keys share a slot), and sends the command to the keys' slot.
     ordered = [key for _, key in sorted(sources, reverse=True)]
     parts: list[str] = []
     while len(ordered) > _BITOP_FANOUT:
@@ -144,120 +160,130 @@ def _queue_union(pipe, dest: str, sources: list[tuple[int, str]]) -> None:
         for first in range(0, len(ordered), _BITOP_FANOUT):
             level.append(redis_keys.scratch_part(dest, len(parts) + 1))
             parts.append(level[-1])
-            pipe.bitop("OR", level[-1], *ordered[first : first + _BITOP_FANOUT])
+            pipe.execute_command("BITOP", "OR", level[-1], *ordered[first : first + _BITOP_FANOUT])
         # Each group holds shorter keys than the one before it, so its union is no longer: still longest first.
         ordered = level
     if ordered:
-        pipe.bitop("OR", dest, *ordered)
+        pipe.execute_command("BITOP", "OR", dest, *ordered)
     if parts:
-        pipe.delete(*parts)
+        pipe.execute_command("DEL", *parts)
+
+
+def _blocks_between(
+    client, *, user_types: list[str], start: dt.date, end: dt.date
+) -> dict[str, list[keys.Block]]:
+    """The blocks of each type that have keys in a month from ``start`` to ``end``, in block order."""
+    stamps = [int(stamp_month(month)) for month in months_touched(start, end)]
+    found: dict[str, set[keys.Block]] = {t: set() for t in user_types}
+    for member in client.zrangebyscore(keys.login_blocks(), min(stamps), max(stamps)):
+        _, block = keys.parse_blocks_member(member.decode())
+        if block.user_type in found:
+            found[block.user_type].add(block)
+    return {t: sorted(blocks) for t, blocks in found.items()}
 
 
 @contextmanager
 def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[list[ActiveBitmap]]:
-    """OR each type's day bitmaps from ``start`` to ``end`` into a scratch key; delete them on leaving.
+    """OR each block's day bitmaps from ``start`` to ``end`` into a scratch key; delete them on leaving.
 
-    Days with no bitmap in Redis (the weekly sync expired them) come from ``LoginMonth``. Two round trips to
-    Redis, whatever the number of users.
+    Days with no bitmap in any block of a type (the weekly sync expired them) come from ``LoginMonth``. Three
+    round trips to Redis, whatever the number of users.
     """
     client = get_redis_connection("default")
     days = _days(start, end)
-    day_keys = {t: [keys.login_day(t, stamp_day(d)) for d in days] for t in user_types}
+    blocks = _blocks_between(client, user_types=user_types, start=start, end=end)
+    stamps = [stamp_day(day) for day in days]
     pipe = client.pipeline(transaction=False)
     for user_type in user_types:
-        for key in day_keys[user_type]:
-            pipe.strlen(key)
-    lengths = iter(pipe.execute())
+        for block in blocks[user_type]:
+            for stamp in stamps:
+                pipe.strlen(keys.login_day(block, stamp))
+    replies = iter(pipe.execute())
+    lengths = {(b, d): next(replies) for t in user_types for b in blocks[t] for d in stamps}
     token = uuid.uuid4().hex
-    scratch = {t: redis_keys.scratch_part(redis_keys.scratch(token), n) for n, t in enumerate(user_types)}
-    pipe = client.pipeline(transaction=True)
-    replies_at: dict[str, int] = {}
+    # The scratch key holding each block's union
+    unions: dict[keys.Block, str] = {}
+    pipe = client.pipeline(transaction=False)
     for user_type in user_types:
-        sources, missing = [], []
-        for day, key in zip(days, day_keys[user_type], strict=True):
-            length = next(lengths)
+        # A day Redis has no bitmap for in any block may be one the weekly sync expired after writing it to
+        # LoginMonth (it expires a month's days in every block at once): whether it did is in the data, not in
+        # a cutoff from today's date. A day with no login at all costs a query that finds nothing.
+        missing = [
+            day
+            for day, s in zip(days, stamps, strict=True)
+            if not any(lengths[b, s] for b in blocks[user_type])
+        ]
+        from_sql = split_bitmap(_sql_bitmap(user_type=user_type, days=missing)) if missing else {}
+        numbers = sorted({b.number for b in blocks[user_type]} | set(from_sql))
+        for number in numbers:
+            block = keys.Block(user_type, number)
             # An empty source sends BITOP byte by byte (it is the shortest): leave empty days out. A day's
-            # first login landing between the two round trips shows from the next answer on.
-            if length:
-                sources.append((length, key))
-            else:
-                missing.append(day)
-        # A day Redis has no bitmap for may be one the weekly sync expired after writing it to LoginMonth:
-        # whether it did is in the data, not in a cutoff from today's date (which, read at another moment than
-        # the sync's, left expired days out). A day with no login at all costs a query that finds nothing.
-        from_sql = _sql_bitmap(user_type=user_type, days=missing) if missing else b""
-        if from_sql:
-            sources.append((len(from_sql), redis_keys.scratch_part(scratch[user_type], 0)))
-            pipe.set(sources[-1][1], from_sql, px=_SCRATCH_MS)
-        _queue_union(pipe, scratch[user_type], sources)
-        if from_sql:
-            pipe.delete(redis_keys.scratch_part(scratch[user_type], 0))
-        pipe.pexpire(scratch[user_type], _SCRATCH_MS)
-        replies_at[user_type] = len(pipe)
-        pipe.strlen(scratch[user_type])
-        pipe.bitcount(scratch[user_type])
-    replies = pipe.execute()
-    bitmaps = [
-        ActiveBitmap(t, scratch[t], int(replies[replies_at[t]]), int(replies[replies_at[t] + 1]))
-        for t in user_types
-    ]
+            # first login landing between the round trips shows from the next answer on.
+            sources = [(lengths.get((block, s), 0), keys.login_day(block, s)) for s in stamps]
+            sources = [(length, key) for length, key in sources if length]
+            dest = keys.login_scratch(block, token)
+            sql_part = keys.login_scratch(block, token, 0)
+            if number in from_sql:
+                pipe.set(sql_part, from_sql[number], px=_SCRATCH_MS)
+                sources.append((len(from_sql[number]), sql_part))
+            _queue_union(pipe, dest, sources)
+            if number in from_sql:
+                pipe.delete(sql_part)
+            pipe.pexpire(dest, _SCRATCH_MS)
+            unions[block] = dest
+    for dest in unions.values():
+        pipe.bitcount(dest)
+    counts = pipe.execute()[-len(unions) :] if unions else []
+    by_type: dict[str, list[BlockBitmap]] = {t: [] for t in user_types}
+    for (block, dest), count in zip(unions.items(), counts, strict=True):
+        if count:
+            by_type[block.user_type].append(BlockBitmap(block, dest, int(count)))
     try:
-        yield bitmaps
+        yield [ActiveBitmap(t, tuple(by_type[t])) for t in user_types]
     finally:
-        client.delete(*scratch.values())
+        if unions:
+            _delete(client, list(unions.values()))
 
 
-def _seek(client, bitmap: ActiveBitmap, skip: int) -> tuple[int, int]:
-    """Return ``(byte, left)``: reading from ``byte`` and skipping ``left`` ids passes the first ``skip`` ids.
+def _delete(client, scratch: list[str]) -> None:
+    """Delete keys of many slots (a DEL of several keys must stay in one slot on a cluster)."""
+    pipe = client.pipeline(transaction=False)
+    for key in scratch:
+        pipe.delete(key)
+    pipe.execute()
 
-    Narrows the byte range holding id number ``skip`` with BITCOUNTs, ``_SEEK_FANOUT`` ranges per round trip,
-    until it is at most ``_SEEK_BYTES`` long.
-    """
-    low, high = 0, bitmap.length
-    while high - low > _SEEK_BYTES:
-        step = -(-(high - low) // _SEEK_FANOUT)
-        starts = range(low, high, step)
-        pipe = client.pipeline(transaction=False)
-        for first in starts:
-            pipe.bitcount(bitmap.key, first, min(first + step, high) - 1)
-        for first, count in zip(starts, pipe.execute(), strict=True):
-            if skip < count:
-                low, high = first, min(first + step, high)
-                break
-            skip -= count
-        else:
-            return bitmap.length, 0
-    return low, skip
+
+def _read_blocks(client, blocks: list[BlockBitmap]) -> list[np.ndarray]:
+    """The ids of each of ``blocks``, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for block in blocks:
+        pipe.get(block.key)
+    return [
+        set_bits(bitmap or b"", base=b.block.base) for b, bitmap in zip(blocks, pipe.execute(), strict=True)
+    ]
 
 
 def read_active_ids(bitmap: ActiveBitmap, *, skip: int = 0, limit: int | None = None) -> np.ndarray:
     """Return up to ``limit`` ids of ``bitmap`` in ascending order, after the first ``skip``, as int64.
 
-    The whole bitmap (no ``skip``, no ``limit``) is one GET: at most ``MAX_USER_ID / 8`` bytes (2 MB). A page
-    reads from the byte that holds its first id, in chunks that double from 4 KB to 1 MB (a sparse bitmap
-    needs more bytes per id), jumping over runs of zero bytes with BITPOS.
+    Reads only the blocks that hold the ids wanted (the blocks' counts say which), each a GET of at most 8 KB,
+    all in one round trip.
     """
-    client = get_redis_connection("default")
     if skip >= bitmap.count or limit == 0:
         return np.empty(0, dtype=np.int64)
-    if not skip and limit is None:
-        return set_bits(client.get(bitmap.key) or b"")
-    byte, skip = _seek(client, bitmap, skip)
-    size, chunks, wanted = _READ_BYTES[0], [], bitmap.count if limit is None else limit
-    while byte < bitmap.length and wanted:
-        found = set_bits(client.getrange(bitmap.key, byte, byte + size - 1), base=byte * 8)
-        if skip:
-            dropped = min(skip, len(found))
-            found, skip = found[dropped:], skip - dropped
-        chunks.append(found[:wanted])
-        wanted -= len(chunks[-1])
-        byte, size = byte + size, min(2 * size, _READ_BYTES[1])
-        if wanted and byte < bitmap.length:
-            position = client.bitpos(bitmap.key, 1, byte)
-            if position < 0:
-                break
-            byte = position // 8
-    return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+    wanted = bitmap.count - skip if limit is None else limit
+    chosen: list[BlockBitmap] = []
+    covered = 0  # ids in the chosen blocks, from the first one to read
+    for block in bitmap.blocks:
+        if not chosen and skip >= block.count:
+            skip -= block.count
+            continue
+        chosen.append(block)
+        covered += block.count
+        if covered - skip >= wanted:
+            break
+    ids = np.concatenate(_read_blocks(get_redis_connection("default"), chosen))
+    return ids[skip : skip + wanted]
 
 
 def active_page(
@@ -290,18 +316,32 @@ def every_active_user(
     """
     client = get_redis_connection("default")
     with active_bitmaps(user_types=user_types, start=start, end=end) as bitmaps:
+        unread = [block for bitmap in bitmaps for block in bitmap.blocks]
+        renewed = time.monotonic()
         for bitmap in bitmaps:
-            for byte in range(0, bitmap.length, _EXPORT_BYTES):
+            for first in range(0, len(bitmap.blocks), _EXPORT_BLOCKS):
+                chunk = bitmap.blocks[first : first + _EXPORT_BLOCKS]
+                del unread[: len(chunk)]
                 pipe = client.pipeline(transaction=False)
-                pipe.getrange(bitmap.key, byte, byte + _EXPORT_BYTES - 1)
-                # A slow reader (a large CSV to a slow client) would outlive the union's expiry: extend it.
-                pipe.pexpire(bitmap.key, _SCRATCH_MS)
-                chunk, alive = pipe.execute()
-                if not alive:
+                for block in chunk:
+                    pipe.get(block.key)
+                    pipe.pexpire(block.key, _SCRATCH_MS)  # tells whether it expired before this read
+                # A slow reader (a large CSV to a slow client) would outlive the unions' expiry: extend it.
+                if time.monotonic() - renewed > _RENEW_SECONDS:
+                    for block in unread:
+                        pipe.pexpire(block.key, _SCRATCH_MS)
+                    renewed = time.monotonic()
+                replies = pipe.execute()
+                if not all(replies[1 : 2 * len(chunk) : 2]):
                     raise RuntimeError(
                         f"the union of active {bitmap.user_type} users expired while it was read"
                     )
-                ids = set_bits(chunk, base=byte * 8)
+                ids = np.concatenate(
+                    [
+                        set_bits(bits or b"", base=block.block.base)
+                        for block, bits in zip(chunk, replies[0 : 2 * len(chunk) : 2], strict=True)
+                    ]
+                )
                 if len(ids):
                     yield bitmap.user_type, ids
 

@@ -9,12 +9,13 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from cpsproject.common.locks import job_lock
+from cpsproject.common.lua import lua_source
 from cpsproject.common.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, queue_login
 from loginlog.models import LoginMonth
 from loginlog.selectors import retention_cutoff
-from loginlog.validation import user_types, validate_login
+from loginlog.validation import validate_login
 
 logger = logging.getLogger(__name__)
 
@@ -22,19 +23,15 @@ CHUNK = 1000
 UNIQUE = ["user_type", "user_id", "month"]
 
 # Delete a month key only if it still holds the bits confirmed in MySQL (a login may have raced the sync).
-_DELETE_IF_UNCHANGED = """
-local now = redis.call('GET', KEYS[1])
-if now and now ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], ARGV[2])
-return 1
-"""
+_DELETE_IF_UNCHANGED = lua_source(__file__, "login_delete_if_unchanged.lua")
 
 
 def login_record(*, user_type: str, user_id: int, day: dt.date | None = None) -> None:
     """Record that the user logged in on ``day`` (default today, business time)."""
     user_type, user_id = validate_login(user_type=user_type, user_id=user_id)
-    pipe = get_redis_connection("default").pipeline(transaction=True)
+    # Its keys sit in two slots (the user's block and the blocks list): not a transaction, and need none (a
+    # bit set twice is one bit).
+    pipe = get_redis_connection("default").pipeline(transaction=False)
     queue_login(pipe, user_type=user_type, user_id=user_id, day=day or local_day(timezone.now()))
     pipe.execute()
 
@@ -56,16 +53,24 @@ class SyncResult:
         return f"synced {self.synced_rows} user-months; deleted {self.deleted_keys} expired login keys"
 
 
-def _read_month(client, month: dt.date, members: list[bytes]) -> list[tuple[str, int, bytes]]:
+def month_blocks(client) -> dict[dt.date, list[keys.Block]]:
+    """Every month with login keys in Redis, and the blocks that have keys in it."""
+    months: dict[dt.date, list[keys.Block]] = {}
+    for member in client.zrange(keys.login_blocks(), 0, -1):
+        stamp, block = keys.parse_blocks_member(member.decode())
+        months.setdefault(parse_stamp_month(stamp), []).append(block)
+    return months
+
+
+def _read_month(
+    client, month: dt.date, block: keys.Block, members: list[bytes]
+) -> list[tuple[str, int, bytes]]:
     stamp = stamp_month(month)
-    parsed = []
-    for member in members:
-        user_type, user_id = member.decode().split(":")
-        parsed.append((user_type, int(user_id)))
+    user_ids = [int(member) for member in members]
     pipe = client.pipeline(transaction=False)
-    for user_type, user_id in parsed:
-        pipe.get(keys.login_month(user_type, user_id, stamp))
-    return [(t, u, bits or b"") for (t, u), bits in zip(parsed, pipe.execute(), strict=True)]
+    for user_id in user_ids:
+        pipe.get(keys.login_month(block.user_type, user_id, stamp))
+    return [(block.user_type, u, bits or b"") for u, bits in zip(user_ids, pipe.execute(), strict=True)]
 
 
 def _upsert_months(month: dt.date, bitmaps: list[tuple[str, int, bytes]]) -> int:
@@ -85,10 +90,10 @@ def _upsert_months(month: dt.date, bitmaps: list[tuple[str, int, bytes]]) -> int
     return len(rows)
 
 
-def _walk_month(client, month: dt.date):
-    """Yield chunks of the month's index members (SSCAN, never KEYS)."""
+def _walk_month(client, month: dt.date, block: keys.Block):
+    """Yield chunks of the block's month index members (SSCAN, never KEYS)."""
     chunk = []
-    for member in client.sscan_iter(keys.login_index(stamp_month(month)), count=CHUNK):
+    for member in client.sscan_iter(keys.login_index(block, stamp_month(month)), count=CHUNK):
         chunk.append(member)
         if len(chunk) >= CHUNK:
             yield chunk
@@ -98,58 +103,78 @@ def _walk_month(client, month: dt.date):
 
 
 def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
-    """Upsert the user-month bitmaps of the months due, then expire months past retention (synced first)."""
+    """Upsert the user-month bitmaps of the months due, then expire months past retention (synced first).
+
+    Each month is read block by block (``loginlog.keys``): a block's keys share one slot.
+    """
     now = now or timezone.now()
     today = local_day(now)
     client = get_redis_connection("default")
     result = SyncResult()
     with job_lock("sync_logins") as lock:
+        months = month_blocks(client)
         for month in months_to_sync(today):
-            for members in _walk_month(client, month):
-                lock.ensure_held()
-                result.synced_rows += _upsert_months(month, _read_month(client, month, members))
+            for block in months.get(month, []):
+                for members in _walk_month(client, month, block):
+                    lock.ensure_held()
+                    result.synced_rows += _upsert_months(month, _read_month(client, month, block, members))
         cutoff = retention_cutoff(today)
-        for stamp in client.zrangebyscore(keys.login_months(), "-inf", "+inf"):
-            month = parse_stamp_month(stamp.decode())
+        for month, blocks in sorted(months.items()):
             next_month = (month + dt.timedelta(days=32)).replace(day=1)
             if next_month > cutoff:
                 continue  # some day of this month is still within retention
             lock.ensure_held()
-            result.deleted_keys += _expire_month(client, month)
+            result.deleted_keys += _expire_month(client, month, blocks)
     logger.info(result.summary())
     return result
 
 
-def _expire_month(client, month: dt.date) -> int:
-    """Make sure every user-month of ``month`` is in MySQL, then delete its Redis keys, logging each first."""
+def _expire_block_month(client, month: dt.date, block: keys.Block) -> int:
+    """Make sure every user-month of the block is in MySQL, then delete its keys, logging each first."""
     stamp = stamp_month(month)
-    delete = client.register_script(_DELETE_IF_UNCHANGED)
+    index = keys.login_index(block, stamp)
     deleted = 0
-    for members in _walk_month(client, month):
-        bitmaps = _read_month(client, month, members)
+    for members in _walk_month(client, month, block):
+        bitmaps = _read_month(client, month, block, members)
         _upsert_months(month, bitmaps)
         confirmed = dict(
-            ((t, u), days)
-            for t, u, days in LoginMonth.objects.filter(
-                month=month, user_id__in=[u for _, u, _ in bitmaps]
-            ).values_list("user_type", "user_id", "days")
+            LoginMonth.objects.filter(
+                month=month, user_type=block.user_type, user_id__in=[u for _, u, _ in bitmaps]
+            ).values_list("user_id", "days")
         )
+        # EVAL, not EVALSHA: a cluster pipeline cannot load scripts, and a promoted replica has none cached.
         pipe = client.pipeline(transaction=False)
         for user_type, user_id, bits in bitmaps:
-            if bits and confirmed.get((user_type, user_id)) != month_bits_to_mask(bits):
+            if bits and confirmed.get(user_id) != month_bits_to_mask(bits):
                 logger.error("login %s:%s %s not confirmed in MySQL; key kept", user_type, user_id, stamp)
                 continue
             key = keys.login_month(user_type, user_id, stamp)
-            logger.info("expiring %s (days %s, confirmed in MySQL)", key, confirmed.get((user_type, user_id)))
-            delete(keys=[key, keys.login_index(stamp)], args=[bits, f"{user_type}:{user_id}"], client=pipe)
+            logger.info("expiring %s (days %s, confirmed in MySQL)", key, confirmed.get(user_id))
+            pipe.execute_command("EVAL", _DELETE_IF_UNCHANGED, 2, key, index, bits, user_id)
         deleted += sum(pipe.execute())
-    if client.scard(keys.login_index(stamp)) == 0:
-        day = month
-        day_keys = []
-        while day.month == month.month:
-            day_keys += [keys.login_day(t, stamp_day(day)) for t in user_types()]
-            day += dt.timedelta(days=1)
-        logger.info("expiring the day bitmaps of %s (%d keys)", stamp, len(day_keys))
-        deleted += client.delete(*day_keys)
-        client.zrem(keys.login_months(), stamp)
+    return deleted
+
+
+def _expire_month(client, month: dt.date, blocks: list[keys.Block]) -> int:
+    """Expire every block's user-months of ``month``; once no block holds one, its day bitmaps and its entries
+    in the blocks list go too (all blocks at once: a day is in Redis for every block or for none, which is
+    how a read tells a day the sync expired)."""
+    stamp = stamp_month(month)
+    deleted = sum(_expire_block_month(client, month, block) for block in blocks)
+    pipe = client.pipeline(transaction=False)
+    for block in blocks:
+        pipe.scard(keys.login_index(block, stamp))
+    if any(pipe.execute()):
+        return deleted
+    days = []
+    day = month
+    while day.month == month.month:
+        days.append(stamp_day(day))
+        day += dt.timedelta(days=1)
+    logger.info("expiring the day bitmaps of %s (%d blocks)", stamp, len(blocks))
+    pipe = client.pipeline(transaction=False)
+    for block in blocks:
+        pipe.execute_command("DEL", *(keys.login_day(block, day_stamp) for day_stamp in days))
+    deleted += sum(pipe.execute())
+    client.zrem(keys.login_blocks(), *(keys.blocks_member(stamp, block) for block in blocks))
     return deleted

@@ -8,6 +8,7 @@ purge, and the readers that build scratch keys (rankings, day stats, login queri
 """
 
 import datetime as dt
+import re
 
 import pytest
 from django.core.management import call_command
@@ -40,33 +41,40 @@ MISSED_SYNCS = 4
 
 
 def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
-    """(key start, the shortest safety TTL a key so named may have): what its job needs, and then some."""
-    p = "{" + prefix + "}"
+    """(pattern of a key's start, the shortest safety TTL a key so named may have): what its job needs, and then
+    some. ``{P}`` is the shared tag, ``{P:p…}`` a Kafka partition's, ``{P:login:…}`` a block of users'."""
+    shared = re.escape("{" + prefix + "}")
+    partition = re.escape("{" + prefix) + r":p[^}]*\}"
+    logins = re.escape("{" + prefix) + r":login:[^}]*\}"
     lateness = settings.CPS_STATS["MAX_LATENESS_SECONDS"]
     login_floor = (31 + settings.CPS_LOGINS["RETENTION_DAYS"] + MISSED_SYNCS * 7) * ONE_DAY
     return [
         # Flushed every minute, but a late event re-creates them up to the maximum lateness.
-        (f"{p}:pv:", lateness),
-        (f"{p}:uv:", lateness),
+        (f"{partition}:pv:", lateness),
+        (f"{partition}:uv:", lateness),
         # Written until the month ends, kept for the retention after it, synced weekly (and syncs get missed).
-        (f"{p}:login:", login_floor),
+        (f"{logins}:", login_floor),
+        (f"{shared}:login:blocks", login_floor),
         # Read back after any silence: a consumer restart, the last success of a weekly job.
-        (f"{p}:offsets:", 365 * ONE_DAY),
-        (f"{p}:fence:", 365 * ONE_DAY),
-        (f"{p}:deadletters", 365 * ONE_DAY),
-        (f"{p}:metrics:", 365 * ONE_DAY),
+        (f"{partition}:offset:", 365 * ONE_DAY),
+        (f"{partition}:deadletters", 365 * ONE_DAY),
+        (f"{partition}:metrics:", 365 * ONE_DAY),
+        (f"{shared}:metrics:", 365 * ONE_DAY),
+        (f"{shared}:partitions", 365 * ONE_DAY),
+        (f"{shared}:layout", 365 * ONE_DAY),
         # The lag figures show their age: they may go stale, never vanish while nothing writes them.
-        (f"{p}:kafka:", 365 * ONE_DAY),
-        (f"{p}:jobs:", 365 * ONE_DAY),
-        (f"{p}:series:known", 365 * ONE_DAY),
+        (f"{shared}:kafka:", 365 * ONE_DAY),
+        (f"{shared}:jobs:", 365 * ONE_DAY),
+        (f"{partition}:series:known", 365 * ONE_DAY),
+        (f"{shared}:series:cleaned", 365 * ONE_DAY),
         # Trimmed by the cleaner and rotation: the shortest retention kept is an hour of 1-second samples.
-        (f"{p}:series:", 3600),
-        (f"{p}:rank:", 3600),
+        (f"{partition}:series:", 3600),
+        (f"{partition}:rank:", 3600),
         # The API's cache of final days: the generation outlives every entry; an entry is refilled when it goes.
-        (f"{p}:final:gen", 365 * ONE_DAY),
-        (f"{p}:final:", 1),
+        (f"{shared}:final:gen", 365 * ONE_DAY),
+        (f"{shared}:final:", 1),
         # The API's throttle history lives in Django's cache, which sets its own timeout per scope.
-        (f":1:{p}:throttle:", 1),
+        (f":1:{shared}:throttle:", 1),
     ]
 
 
@@ -114,22 +122,22 @@ def test_after_a_full_cycle_no_product_key_lives_forever_or_dies_before_its_job(
     assert api.get("/metrics").status_code == 200
 
     product_keys = sorted(
-        k.decode() for k in redis_client.scan_iter(match=f"*{{{redis_prefix}}}:*", count=1000)
+        k.decode() for k in redis_client.scan_iter(match=f"*{{{redis_prefix}[:}}]*", count=1000)
     )
     ttls = {key: redis_client.ttl(key) for key in product_keys}
     assert [key for key, ttl in ttls.items() if ttl < 0] == []
     floors = key_floors(redis_prefix, settings)
-    unknown = [key for key in product_keys if not any(key.startswith(start) for start, _ in floors)]
+    unknown = [key for key in product_keys if not any(re.match(start, key) for start, _ in floors)]
     assert unknown == []  # a new kind of key: give it a floor above
     too_short = [
         (key, ttl, floor)
         for key, ttl in ttls.items()
         for start, floor in floors
-        if key.startswith(start) and ttl < floor
+        if re.match(start, key) and ttl < floor
     ]
     assert too_short == []
     # The cycle wrote every kind of key there is.
-    assert {start for key in product_keys for start, _ in floors if key.startswith(start)} == {
+    assert {start for key in product_keys for start, _ in floors if re.match(start, key)} == {
         start for start, _ in floors
     }
 
@@ -137,12 +145,12 @@ def test_after_a_full_cycle_no_product_key_lives_forever_or_dies_before_its_job(
 def test_a_write_renews_the_safety_ttl(redis_client):
     create_tree()
     feed([login_event(NOON, "client", 7)], now=NOON)
-    day_key = login_keys.login_day("client", "20261121")
+    day_key = login_keys.login_day(login_keys.block_of("client", 7), "20261121")
     month_key = login_keys.login_month("client", 7, "202611")
-    for key in (day_key, month_key, stats_keys.offsets("g", "test-topic")):
+    for key in (day_key, month_key, stats_keys.offset("g", "test-topic", 0)):
         redis_client.expire(key, 100)
     feed([login_event(NOON + dt.timedelta(minutes=1), "client", 7)], now=NOON)
-    for key in (day_key, month_key, stats_keys.offsets("g", "test-topic")):
+    for key in (day_key, month_key, stats_keys.offset("g", "test-topic", 0)):
         assert redis_client.ttl(key) > 100 * ONE_DAY
 
 
@@ -154,8 +162,8 @@ def test_login_keys_outlive_the_retention_and_several_missed_syncs(redis_client,
     needed = (31 + settings.CPS_LOGINS["RETENTION_DAYS"] + MISSED_SYNCS * 7) * ONE_DAY
     for key in (
         login_keys.login_month("office", 3, "202611"),
-        login_keys.login_day("office", "20261101"),
-        login_keys.login_index("202611"),
-        login_keys.login_months(),
+        login_keys.login_day(login_keys.block_of("office", 3), "20261101"),
+        login_keys.login_index(login_keys.block_of("office", 3), "202611"),
+        login_keys.login_blocks(),
     ):
         assert redis_client.ttl(key) >= needed, key

@@ -114,7 +114,7 @@ def test_sync_then_expiry_loses_nothing(redis_client):
     result = sync_logins(now=at("2026-11-22 03:00"))
     assert result.deleted_keys > 0
     assert redis_client.exists(keys.login_month("client", 1001, "202510")) == 0
-    assert redis_client.exists(keys.login_day("client", "20251030")) == 0
+    assert redis_client.exists(keys.login_day(keys.block_of("client", 1001), "20251030")) == 0
     assert LoginMonth.objects.get(user_type="client", user_id=1001, month=D(2025, 10, 1)).day_numbers() == [
         29,
         31,

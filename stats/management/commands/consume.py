@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from stats.conf import stats_setting
+from stats.jobs.layout import upgrade_layout
 from stats.pipeline.consumer import StopFlag, consume_file, consume_kafka, tune_garbage_collection
 
 
@@ -24,6 +25,7 @@ class Command(BaseCommand):
     def handle(self, *args, batch_size: int, exit_when_idle: float | None, source: str, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
+        upgrade_layout()  # what an earlier version left in Redis moves before anything counts on top of it
         stop = StopFlag()
         stop.install()
         tune_garbage_collection()

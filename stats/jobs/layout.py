@@ -1,0 +1,139 @@
+"""Moving a Redis written by an earlier version to the current key layout, in place, losing nothing.
+
+Up to version 1 every key sat under the one hash tag ``{P}``. Now what a Kafka partition's batches increment
+sits under that partition's tag (``stats.keys.partition_tag``). The increments of the old keys cannot be
+told apart by partition any more, so they all move to partition 0's tag, where every read adds them up with
+the rest; the stored offsets move to their own partitions' keys. Apps move their own keys through the upgrade
+they register (``stats.plugins.register_layout_upgrade``).
+
+Each key moves by DUMP, RESTORE under the new name, DEL: the same on a single Redis and on a cluster (a rename
+cannot cross slots). Run again after a crash, a key already restored is only deleted from the old name. Sets and
+sorted sets that index other keys by name get the new names. ``{P}:layout`` records the version once done, so
+every later start costs one GET. Run it with every consumer of the earlier version stopped: ``consume`` and
+``flush`` run it before they count or read, and ``manage.py upgrade_redis_layout`` runs it on its own.
+"""
+
+import logging
+import time
+
+from django_redis import get_redis_connection
+from redis.exceptions import ResponseError
+
+from cpsproject.common.locks import LockBusy, job_lock
+from stats import keys
+from stats.pipeline.partitions import queue_register
+from stats.pipeline.registry import layout_upgrades
+
+logger = logging.getLogger(__name__)
+
+LAYOUT_VERSION = b"2"
+
+# The keys of version 1 that moved, by what follows "{P}:". Everything else stays under {P}: locks, jobs,
+# the final-days cache, Kafka end offsets, the batch histogram and members, series:cleaned.
+_MOVED = ("pv:", "uv:", "rank:", "series:known", "series:", "metrics:counted", "deadletters")
+_STAYS = ("series:cleaned",)
+
+
+def _move(client, old: str, new: str) -> bool:
+    """Move one key; return whether it moved (False: it is gone, or its new name holds something else)."""
+    dumped, ttl = client.dump(old), client.pttl(old)
+    if dumped is None:
+        return False
+    try:
+        client.restore(new, max(ttl, 0), dumped)
+    except ResponseError as exc:  # BUSYKEY: restored before a crash, or written since
+        if "BUSYKEY" not in str(exc) or client.dump(new) != dumped:
+            logger.error("%s not moved: %s already holds other data", old, new)
+            return False
+    client.delete(old)
+    return True
+
+
+def _move_index(client, old: str, new: str) -> bool:
+    """Move a set or sorted set of key names, renaming its members."""
+    if client.type(old) == b"zset":
+        members = {keys.version1_moved(m.decode()): s for m, s in client.zrange(old, 0, -1, withscores=True)}
+        if members:
+            client.zadd(new, members)
+    else:
+        members = [keys.version1_moved(m.decode()) for m in client.smembers(old)]
+        if members:
+            client.sadd(new, *members)
+    ttl = client.ttl(old)
+    if ttl > 0:
+        client.expire(new, ttl)
+    client.delete(old)
+    return True
+
+
+def _is_index(rest: str) -> bool:
+    """Whether the key is a set or sorted set whose members name other keys."""
+    return (
+        rest == "pv:index"
+        or rest.startswith("uv:index:")
+        or (rest.startswith("rank:") and rest.endswith(":slots"))
+    )
+
+
+def _move_stats_keys(client) -> int:
+    moved = 0
+    for raw in client.scan_iter(match=keys.version1_pattern(), count=1000):
+        old = raw.decode()
+        rest = keys.version1_suffix(old)
+        if rest.startswith("offsets:"):
+            moved += _move_offsets(client, old, rest.removeprefix("offsets:"))
+        elif rest.startswith("fence:"):
+            client.delete(old)  # the offset key is the fence now
+        elif rest.startswith(_STAYS) or not rest.startswith(_MOVED):
+            continue
+        elif _is_index(rest):
+            moved += _move_index(client, old, keys.version1_moved(old))
+        else:
+            moved += _move(client, old, keys.version1_moved(old))
+    if moved:
+        client.sadd(keys.partitions(), 0)
+        client.expire(keys.partitions(), keys.LONG_TTL)
+    return moved
+
+
+def _move_offsets(client, old: str, group_topic: str) -> int:
+    """The hash partition -> next offset becomes one key per partition (the partition's fence too)."""
+    # A source may hold colons (file:PATH); the group ids the product uses do not.
+    group, topic = group_topic.split(":", 1)
+    for partition, offset in client.hgetall(old).items():
+        number = int(partition)
+        client.set(keys.offset(group, topic, number), int(offset), ex=keys.LONG_TTL, nx=True)
+        pipe = client.pipeline(transaction=False)
+        queue_register(pipe, number)
+        pipe.execute()
+    client.delete(old)
+    return 1
+
+
+def upgrade_layout(*, wait_seconds: float = 120) -> int:
+    """Move what an earlier version left in Redis to the current layout, once; return the keys moved."""
+    client = get_redis_connection("default")
+    if client.get(keys.layout_version()) == LAYOUT_VERSION:
+        return 0
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            with job_lock("redis-layout"):
+                if client.get(keys.layout_version()) == LAYOUT_VERSION:  # another process just did it
+                    return 0
+                moved = _move_stats_keys(client)
+                for name, upgrade in layout_upgrades().items():
+                    moved += upgrade(client)
+                    logger.debug("layout upgrade of %s done", name)
+                client.set(keys.layout_version(), LAYOUT_VERSION, ex=keys.LONG_TTL)
+            if moved:
+                logger.info(
+                    "moved %d Redis keys to the per-partition layout (version %s)",
+                    moved,
+                    LAYOUT_VERSION.decode(),
+                )
+            return moved
+        except LockBusy:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

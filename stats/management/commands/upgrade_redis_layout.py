@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+
+from stats.jobs.layout import upgrade_layout
+
+
+class Command(BaseCommand):
+    help = (
+        "Move the Redis keys an earlier version wrote to the current layout (consume and flush do it too). "
+        "Stop every consumer of the earlier version first."
+    )
+
+    def handle(self, *args, **options) -> None:
+        moved = upgrade_layout()
+        self.stdout.write(
+            f"moved {moved} Redis keys to the current layout" if moved else "Redis layout is current"
+        )
