@@ -146,7 +146,9 @@ CACHES = {
     }
 }
 if REDIS_CLUSTER:
-    CACHES["default"]["OPTIONS"]["CONNECTION_FACTORY"] = "cpsproject.common.redis_cluster.ClusterConnectionFactory"
+    CACHES["default"]["OPTIONS"]["CONNECTION_FACTORY"] = (
+        "cpsproject.common.redis_cluster.ClusterConnectionFactory"
+    )
 
 # --- Raw-event archive, Kafka -------------------------------------------------------------------------
 MONGO_URL = os.environ.get("MONGO_URL", "")

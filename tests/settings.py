@@ -25,7 +25,11 @@ def _worker_redis_url(url: str, worker: str) -> str:
 # Shifted once: the ``manage.py`` children tests start inherit both this environment and the worker's name.
 # A Redis Cluster has database 0 only: there the per-test key prefixes alone keep workers apart.
 clustered = os.environ.get("REDIS_CLUSTER", "").strip().lower() in {"1", "true", "yes", "on"}
-if (worker := os.environ.get("PYTEST_XDIST_WORKER")) and not os.environ.get("CPS_TEST_REDIS_WORKER") and not clustered:
+if (
+    (worker := os.environ.get("PYTEST_XDIST_WORKER"))
+    and not os.environ.get("CPS_TEST_REDIS_WORKER")
+    and not clustered
+):
     os.environ["CPS_TEST_REDIS_WORKER"] = worker
     os.environ["REDIS_URL"] = _worker_redis_url(
         os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), worker
