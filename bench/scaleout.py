@@ -129,7 +129,11 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
             child.stop()
     failed = [child for child in consumers if child.process.returncode != 0]
     if failed:
-        raise BenchError(f"{failed[0].name} exited {failed[0].process.returncode}:\n{failed[0].tail()}")
+        log.error("%s failed:\n%s", failed[0].name, failed[0].tail())
+        # The last line names the exception: the row's note has room for it alone.
+        raise BenchError(
+            f"{failed[0].name} exited {failed[0].process.returncode}: {failed[0].tail(1).strip()}"
+        )
     if samples[-1][1] < sizes.events:
         raise BenchError(f"the consumers exited with {samples[-1][1]} of {sizes.events} offsets committed")
     first, last = steady_window(samples, sizes.events)
