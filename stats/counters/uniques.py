@@ -99,7 +99,7 @@ def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes,
         target = redis_keys.scratch(uuid.uuid4().hex)
         skips.append(_queue_union(pipe, target, [bytes(blob) for blob in blobs if blob]))
         pipe.get(target)
-        pipe.pfcount(target)
+        pipe.execute_command("PFCOUNT", target)
         pipe.delete(target)
     replies, position, merged = pipe.execute(), 0, []
     for skip in skips:
