@@ -166,7 +166,8 @@ class Ingest:
         batch at a time), so each in-process batch is one partition's, as ``process`` makes it.
         """
         events = self.parse(values)
-        pipe = redis().pipeline(transaction=True)
+        # Not a transaction: the partition registry the writes add sits in a slot of its own on a cluster.
+        pipe = redis().pipeline(transaction=False)
         queue_counters(unfenced_writes(pipe, partition), events, now=self.now)
         pipe.set(keys.offset(self.group, self.source, partition), len(values))
         pipe.execute()

@@ -411,8 +411,10 @@ class Environment:
 
     def redis(self):
         import redis
+        from redis.cluster import RedisCluster
 
-        return redis.Redis.from_url(self.redis_url)
+        clustered = os.environ.get("REDIS_CLUSTER", "").strip().lower() in {"1", "true", "yes", "on"}
+        return (RedisCluster if clustered else redis.Redis).from_url(self.redis_url)
 
     def delete_redis_keys(self) -> int:
         """Delete every key of this run (all stage prefixes) with SCAN, never KEYS."""
@@ -422,11 +424,17 @@ class Environment:
         for key in client.scan_iter(match=f"{{{self.prefix_base}*", count=5000):
             batch.append(key)
             if len(batch) >= 1000:
-                deleted += client.unlink(*batch)
+                deleted += self._unlink(client, batch)
                 batch = []
-        if batch:
-            deleted += client.unlink(*batch)
-        return deleted
+        return deleted + self._unlink(client, batch)
+
+    @staticmethod
+    def _unlink(client, batch: list[bytes]) -> int:
+        # One UNLINK per key in a pipeline: on a Redis Cluster the keys live in many slots.
+        pipe = client.pipeline(transaction=False)
+        for key in batch:
+            pipe.unlink(key)
+        return sum(pipe.execute()) if batch else 0
 
     # Children -----------------------------------------------------------------------------------------
 

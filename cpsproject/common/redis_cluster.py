@@ -10,6 +10,8 @@ from typing import Any
 
 from django_redis.pool import ConnectionFactory
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 
 _FORWARDED = ("username", "password", "socket_timeout", "socket_connect_timeout")
 
@@ -21,7 +23,13 @@ class ClusterConnectionFactory(ConnectionFactory):
         url = params["url"]
         if url not in self._clusters:
             options = {name: params[name] for name in _FORWARDED if name in params}
-            self._clusters[url] = RedisCluster.from_url(url, **options)
+            try:
+                self._clusters[url] = RedisCluster.from_url(url, **options)
+            except RedisClusterException as exc:
+                # Not a RedisError: every "Redis is out of reach" path (health's one line, the consumer's wait
+                # with backoff) would miss it. Its reason is the node's own connection error.
+                reason = str(exc).split("reachable node: ", 1)[-1]
+                raise RedisConnectionError(reason) from exc
         return self._clusters[url]
 
     def disconnect(self, connection: RedisCluster) -> None:

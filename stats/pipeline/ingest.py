@@ -139,11 +139,28 @@ def _recorded_writes(partition: Partition) -> CounterWrites:
     return writes
 
 
+class _ScriptsAsEval:
+    """A redis-py pipeline whose scripts are queued as EVAL, as ``RecordedCommands.queue_on`` sends them."""
+
+    def __init__(self, pipe) -> None:
+        self._pipe = pipe
+
+    def register_script(self, source: str):
+        def queue(keys=(), args=(), client=None) -> None:
+            self._pipe.execute_command("EVAL", source, len(keys), *keys, *args)
+
+        return queue
+
+    def __getattr__(self, name: str):
+        return getattr(self._pipe, name)
+
+
 def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
     """Counter writes straight onto the pipeline ``pipe``, with no offset to move them with: for tools that fill
     Redis without a Kafka source (the bench, tests racing a flush)."""
-    queue_register(pipe, partition)
-    return CounterWrites(partition, fenced=pipe, idempotent=pipe)
+    target = _ScriptsAsEval(pipe)
+    queue_register(target, partition)
+    return CounterWrites(partition, fenced=target, idempotent=target)
 
 
 def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:

@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from redis.cluster import RedisCluster
 
 from cpsproject.common import faults, redis_keys
 from cpsproject.common.locks import LockBusy, LockLost, job_lock
@@ -36,7 +37,7 @@ THIEF_TOKEN = b"another-run"
 @pytest.fixture
 def thief(settings):
     """A second Redis connection, as another process holding the same lock would have."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    client = (RedisCluster if settings.REDIS_CLUSTER else redis.Redis).from_url(settings.REDIS_URL)
     yield client
     client.close()
 

@@ -104,7 +104,10 @@ def test_redis_restarted_without_persistence_loses_unflushed_counts_and_reconcil
     second, second_truth = simulate_events(events=2000, day=day, users=300, seed=42, bad_share=0)
     redis = PrivateRedis(tmp_path)
     children = Children(kafka_settings, tmp_path)
-    env = {"REDIS_URL": redis.url}
+    env = {
+        "REDIS_URL": redis.url,
+        "REDIS_CLUSTER": "0",
+    }  # a single private server, whatever the suite runs on
     bootstrap, topic = kafka_settings.KAFKA_BOOTSTRAP_SERVERS, kafka_settings.KAFKA_TOPIC
     try:
         redis.start()

@@ -62,7 +62,9 @@ def test_version_1_keys_move_in_place_and_counting_goes_on_from_them(redis_clien
     assert stored_offsets(group="g", source="test-topic") == {0: 3, 2: 7}
     assert counted_events() == {("pv", "test-topic"): 3, ("login", "test-topic"): 7}
     assert dead_letters_counted() == {"bad_json": 1}
-    assert [(r.partner, r.pv) for r in top_partners(window="1h", now=NOON + dt.timedelta(minutes=1))] == [("B", 3)]
+    assert [(r.partner, r.pv) for r in top_partners(window="1h", now=NOON + dt.timedelta(minutes=1))] == [
+        ("B", 3)
+    ]
     series = read_series(counter=ALL_TRAFFIC, precision=60, start=NOON, end=NOON)
     assert series == [(NOON, 3)]
 
