@@ -24,6 +24,11 @@ log = logging.getLogger("bench")
 # Every figure, in table order, with its unit and the group that measures it.
 FIGURES = [
     ("consume via broker", "events/s", "consume"),
+    ("consume, uncompressed topic", "events/s", "codecs"),
+    ("consume, gzip topic", "events/s", "codecs"),
+    ("consume, snappy topic", "events/s", "codecs"),
+    ("consume, lz4 topic", "events/s", "codecs"),
+    ("consume, zstd topic", "events/s", "codecs"),
     ("consume: archive stage", "events/s", "stages"),
     ("consume: counting stage", "events/s", "stages"),
     ("pipeline vs design doc 1", "events/s", "design"),
@@ -48,6 +53,7 @@ class Sizes:
     # Timestamps of the consume topic rise at this many events per second and end now (live traffic): 10x the
     # design documents' peak of 360/s. 0: random moments of today (a replay of the day in any order).
     consume_rate: float
+    codec_events: int  # messages per codec topic, produced by librdkafka (codecs: bench/write_side.py CODECS)
     stage_events: int
     pipeline_events: int
     doc1_events: int  # at most this many events through the design document's pattern…
@@ -75,6 +81,7 @@ FULL = Sizes(
     batch=16_000,
     idle_exit=3,
     consume_rate=3600,
+    codec_events=500_000,
     stage_events=100_000,
     pipeline_events=100_000,
     doc1_events=20_000,
@@ -101,6 +108,7 @@ QUICK = Sizes(
     batch=500,
     idle_exit=1,
     consume_rate=3600,
+    codec_events=300,
     stage_events=2000,
     pipeline_events=2000,
     doc1_events=200,
@@ -169,6 +177,7 @@ def run(sizes: Sizes, groups: list[str], *, quick: bool, profile: Path | None) -
             sizes.partners,
         )
         day = measure("consume", write_side.consume_rows, env, sizes, profile=profile) or common.today()
+        measure("codecs", write_side.codec_rows, env, sizes)
         history = None
         if {"api", "uv"} & set(groups):
             try:

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import (
@@ -118,14 +119,24 @@ def _cpu_per_event(samples, cpu_samples, total: int) -> dict[str, float]:
 
 
 def run_consume(
-    env: Environment, *, topic: str, events: int, batch: int, idle_exit: float, profile: Path | None
+    env: Environment,
+    *,
+    topic: str,
+    events: int,
+    batch: int,
+    idle_exit: float,
+    profile: Path | None,
+    stage: str = "live",
 ) -> tuple[float, float, dict[str, float]]:
     """Run one ``manage.py consume`` over the topic; return (steady events/s from committed offsets, peak RSS
-    MB, µs of CPU per event of consume and of each local service).
+    MB, µs of CPU per event of consume and of each local service). Its counters go under the Redis prefix of
+    ``stage``.
 
     The rate is the slope of the group's committed offsets between 20% and 90% of the topic, so the group join
     and the idle exit are left out; the CPU is read over the same window. Peak RSS is the process's
-    high-water mark (VmHWM, then its rusage).
+    high-water mark (VmHWM) at its last sample. Not its rusage at exit: Linux keeps a process's ``ru_maxrss``
+    across ``exec``, so it includes the forked copy of this runner, whose resident set is the larger one once
+    it has simulated a topic's events in-process.
     """
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
@@ -149,7 +160,7 @@ def run_consume(
         "consume",
         command,
         env=env.child_env(
-            KAFKA_TOPIC=topic, KAFKA_GROUP_ID=group, CPS_REDIS_PREFIX=env.prefix("live"), LOG_LEVEL="INFO"
+            KAFKA_TOPIC=topic, KAFKA_GROUP_ID=group, CPS_REDIS_PREFIX=env.prefix(stage), LOG_LEVEL="INFO"
         ),
     )
     pid = child.process.pid
@@ -175,10 +186,9 @@ def run_consume(
     next_log = time.monotonic() + 10
     try:
         while True:
-            waited, status, usage = os.wait4(pid, os.WNOHANG)
+            waited, status, _ = os.wait4(pid, os.WNOHANG)
             if waited:
                 child.process.returncode = os.waitstatus_to_exitcode(status)
-                peak = max(peak, usage.ru_maxrss / 1024)
                 break
             peak = max(peak, peak_rss_mb(pid) or 0)
             done = committed()
@@ -274,6 +284,112 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
     rows[1].met = peak < 200
     return rows, day
+
+
+# --- Consume per codec: topics produced by librdkafka ---------------------------------------------------
+
+# Kafka's codecs as librdkafka names them (``compression.type``), each with the figure of its row.
+CODECS = {
+    "none": "consume, uncompressed topic",
+    "gzip": "consume, gzip topic",
+    "snappy": "consume, snappy topic",
+    "lz4": "consume, lz4 topic",
+    "zstd": "consume, zstd topic",
+}
+# The codecs whose row must reach half the bare fetch (issue 24): the uncompressed topic and the two codecs
+# producers pick for speed. gzip and snappy are measured and reported alongside.
+CODEC_TARGETS = {"none", "lz4", "zstd"}
+
+
+def produce_librdkafka(env: Environment, *, values: list[bytes], codec: str, partitions: int = 3) -> str:
+    """A fresh topic holding ``values``, sent by librdkafka (``confluent-kafka``) with ``codec``; return it.
+
+    The producer is configured as a backend's usually is: idempotent, ``acks=all``, no key (librdkafka spreads
+    the records over the partitions), a linger of 20 ms so that each record batch holds many records and the
+    codec compresses whole batches.
+    """
+    from confluent_kafka import Producer
+
+    topic = env.create_topic(partitions)
+    failed: list[object] = []
+
+    def delivered(error, message) -> None:
+        if error is not None:
+            failed.append(error)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": env.bootstrap,
+            "compression.type": codec,
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "log.connection.close": False,
+        }
+    )
+    with Timer() as timer:
+        for value in values:
+            while True:
+                try:
+                    producer.produce(topic, value=value, on_delivery=delivered)
+                    break
+                except BufferError:  # librdkafka's queue is full: let it send, then queue again
+                    producer.poll(0.05)
+        if producer.flush(120) != 0:
+            raise BenchError(f"librdkafka did not deliver every event to {topic} within 120 s")
+    if failed:
+        raise BenchError(f"librdkafka failed to deliver {len(failed)} events to {topic}: {failed[0]}")
+    log.info("produced %s events to %s (%s) in %.1f s", f"{len(values):,}", topic, codec, timer.seconds)
+    return topic
+
+
+def codec_rows(env: Environment, sizes) -> list[Row]:
+    """``manage.py consume`` over a topic per codec against the bare fetch of the same topic, in one run.
+
+    Every topic is produced first; then each is read by the bare fetch and by ``consume``, one topic after
+    the other. The quick run reads the five at once: it times nothing, and five group joins one after the
+    other (each a few seconds on tansu) would make up most of it.
+    """
+    import common
+
+    topics = {}
+    for seed, codec in enumerate(CODECS, start=31):
+        # Other events for each topic (their own ids), so the archive keeps every one of them.
+        values = common.simulate_values(
+            events=sizes.codec_events, seed=seed, users=sizes.users, rate=sizes.consume_rate or None
+        )
+        topics[codec] = produce_librdkafka(env, values=values, codec=codec)
+        del values
+    with ThreadPoolExecutor(max_workers=len(topics) if env.quick else 1) as pool:
+        return list(pool.map(lambda codec: _codec_row(env, sizes, codec, topics[codec]), topics))
+
+
+def _codec_row(env: Environment, sizes, codec: str, topic: str) -> Row:
+    figure = CODECS[codec]
+    bare = bare_fetch_rate(env, topic=topic, events=sizes.codec_events, batch=sizes.batch)
+    rate, _, cpu = run_consume(
+        env,
+        topic=topic,
+        events=sizes.codec_events,
+        batch=sizes.batch,
+        idle_exit=sizes.idle_exit,
+        profile=None,
+        stage=f"codec-{codec}",
+    )
+    log.info("%s: %s events/s, %.2f× the bare fetch", figure, f"{rate:,.0f}", rate / bare)
+    row = Row(
+        figure,
+        rate,
+        "events/s",
+        target="≥ 0.5× bare fetch" if codec in CODEC_TARGETS else "—",
+        baseline=bare,
+        note=f"{sizes.codec_events:,} events sent by librdkafka (compression.type={codec}, idempotent, "
+        f"linger 20 ms), 3 partitions, --batch-size {sizes.batch}, {_traffic(sizes)}; baseline: bare "
+        f"kafka-python poll of the same topic; CPU per event: "
+        + ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items()),
+    )
+    if codec in CODEC_TARGETS:
+        row.met = row.ratio is not None and row.ratio >= 0.5
+    return row
 
 
 # --- Stages, in-process -------------------------------------------------------------------------------

@@ -213,8 +213,12 @@ class JoinWatch:
     A join can wait on another member: a live one that stopped polling heartbeats on, so its session never
     expires and the broker waits for it to rejoin for its whole rebalance timeout. kafka-python keeps the join
     in flight and sends it again when the request times out (the rebalance timeout plus 5 s: 65 s with ours);
-    each poll still returns within its half second, so the loop goes on, SIGTERM included. Starting a new
-    member instead was tried: on tansu every new member restarted the rebalance, and a group of two churned.
+    each poll still returns within its half second, so the loop goes on, SIGTERM included.
+
+    Why the join is not retried as a new member (leave, then join again): the broker holds every join of the
+    group until each member it knows has rejoined or passed its rebalance timeout, whoever asks, so a new member
+    waits on the same silent one; and on tansu every new member restarted the rebalance, so a group of two
+    churned. The README's "No unbounded wait" gives what was tried.
     """
 
     def __init__(self, *, group: str, session_seconds: float) -> None:
