@@ -9,7 +9,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from cpsproject.common.locks import job_lock
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import local_day, parse_stamp_month, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, queue_login
@@ -23,7 +23,7 @@ CHUNK = 1000
 UNIQUE = ["user_type", "user_id", "month"]
 
 # Delete a month key only if it still holds the bits confirmed in MySQL (a login may have raced the sync).
-_DELETE_IF_UNCHANGED = lua_source(__file__, "login_delete_if_unchanged.lua")
+_DELETE_IF_UNCHANGED = LuaScript(__file__, "login_delete_if_unchanged.lua")
 
 
 def login_record(*, user_type: str, user_id: int, day: dt.date | None = None) -> None:
@@ -150,7 +150,7 @@ def _expire_block_month(client, month: dt.date, block: keys.Block) -> int:
                 continue
             key = keys.login_month(user_type, user_id, stamp)
             logger.info("expiring %s (days %s, confirmed in MySQL)", key, confirmed.get(user_id))
-            pipe.execute_command("EVAL", _DELETE_IF_UNCHANGED, 2, key, index, bits, user_id)
+            _DELETE_IF_UNCHANGED.queue(pipe, keys=[key, index], args=[bits, user_id])
         deleted += sum(pipe.execute())
     return deleted
 

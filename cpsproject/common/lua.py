@@ -1,8 +1,24 @@
-"""Lua scripts kept as ``.lua`` files beside the module that owns the Redis structure they work on."""
+"""Lua scripts kept as ``.lua`` files beside the module that owns the Redis structure they work on.
 
+Every script is sent as ``EVAL`` with its source, never ``EVALSHA``: a script cache is per node, a replica that
+a failover promotes starts with an empty one, and redis-py's cluster pipeline cannot load scripts. The sources
+are a few hundred bytes, and Redis compiles each once. Queued on a pipeline (or on what records one, as the
+consumer's counters do), a call is one more command of that pipeline.
+"""
+
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def lua_source(module_file: str, name: str) -> str:
-    """The source of the script ``name`` in the folder of ``module_file`` (pass ``__file__``)."""
-    return (Path(module_file).parent / name).read_text()
+class LuaScript:
+    def __init__(self, module_file: str, name: str) -> None:
+        """The script ``name`` in the folder of ``module_file`` (pass ``__file__``)."""
+        self.source = (Path(module_file).parent / name).read_text()
+
+    def queue(self, pipe, keys: Sequence, args: Sequence = ()) -> None:
+        """Queue one call on ``pipe`` (a pipeline, or anything with redis-py's ``execute_command``)."""
+        pipe.execute_command("EVAL", self.source, len(keys), *keys, *args)
+
+    def __call__(self, client, keys: Sequence, args: Sequence = ()):
+        """Run one call now on ``client`` and return its reply."""
+        return client.execute_command("EVAL", self.source, len(keys), *keys, *args)

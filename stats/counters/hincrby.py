@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import orjson
 
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 
-_HINCRBY_MANY = lua_source(__file__, "hincrby_many.lua")
+_HINCRBY_MANY = LuaScript(__file__, "hincrby_many.lua")
 
 
 def queue_hincrby_many(
@@ -38,7 +38,6 @@ def queue_hincrby_many(
     most of Redis' work for the series: per partition and batch, two calls for each of ~1,000 counters at each
     of 7 precisions. Integer fields are stored as their decimal digits, as HINCRBY would.
     """
-    script = pipe.register_script(_HINCRBY_MANY)
     args = [
         orjson.dumps(list(ttls)),
         orjson.dumps(
@@ -47,4 +46,4 @@ def queue_hincrby_many(
         orjson.dumps(list(members)),
         index_ttl,
     ]
-    script(keys=[*hashes, index], args=args, client=pipe)
+    _HINCRBY_MANY.queue(pipe, keys=[*hashes, index], args=args)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import orjson
 
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import floor_local
 from stats import keys
 from stats.conf import stats_setting
@@ -27,9 +27,9 @@ from stats.pipeline.partitions import known_partitions
 
 SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"  # the fields, in the order the read script returns them
 
-_ADD = lua_source(__file__, "pageviews_add.lua")
-_READ = lua_source(__file__, "pageviews_read.lua")
-_DELETE_IF_UNCHANGED = lua_source(__file__, "pageviews_delete_if_unchanged.lua")
+_ADD = LuaScript(__file__, "pageviews_add.lua")
+_READ = LuaScript(__file__, "pageviews_read.lua")
+_DELETE_IF_UNCHANGED = LuaScript(__file__, "pageviews_delete_if_unchanged.lua")
 
 # Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
 BUCKETS_PER_CALL = 5000
@@ -77,7 +77,6 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     if not buckets:
         return
     partition = writes.partition
-    add = writes.fenced.register_script(_ADD)
     generation = uuid.uuid4().hex[:12]  # the batch that creates a key (see BucketStat.generation)
     ttl = keys.realtime_ttl()
     items = list(buckets.items())
@@ -88,7 +87,11 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
             stamp = clock.stamp_minute(start)
             bucket_keys.append(keys.pv_bucket(partition, code, stamp))
             numbers += (int(stamp), tree, own, bot)
-        add(keys=[*bucket_keys, keys.pv_index(partition)], args=[generation, ttl, orjson.dumps(numbers)])
+        _ADD.queue(
+            writes.fenced,
+            keys=[*bucket_keys, keys.pv_index(partition)],
+            args=[generation, ttl, orjson.dumps(numbers)],
+        )
 
 
 class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
@@ -122,7 +125,7 @@ def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
             chunks = [members[at : at + READ_CHUNK] for at in range(0, len(members), READ_CHUNK)]
             pipe = client.pipeline(transaction=False)
             for chunk in chunks:
-                pipe.execute_command("EVAL", _READ, len(chunk), *chunk)
+                _READ.queue(pipe, keys=chunk)
             for chunk, reply in zip(chunks, pipe.execute(), strict=True):
                 lines = reply.decode().split("\n")
                 bucket_keys = list(map(bytes.decode, chunk))
@@ -144,13 +147,10 @@ def delete_unchanged(client, buckets: list[BucketRead]) -> int:
     for partition, reads in by_partition.items():
         for start in range(0, len(reads), READ_CHUNK):
             chunk = reads[start : start + READ_CHUNK]
-            pipe.execute_command(
-                "EVAL",
-                _DELETE_IF_UNCHANGED,
-                1 + len(chunk),
-                keys.pv_index(partition),
-                *(b.key for b in chunk),
-                "\n".join(b.line for b in chunk),
+            _DELETE_IF_UNCHANGED.queue(
+                pipe,
+                keys=[keys.pv_index(partition), *(b.key for b in chunk)],
+                args=["\n".join(b.line for b in chunk)],
             )
     return sum(pipe.execute())
 
@@ -164,9 +164,7 @@ def read_live(client, code: str, stamps: list[str]) -> list[list[tuple[int, int,
     partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)
     for partition in partitions:
-        pipe.execute_command(
-            "EVAL", _READ, len(stamps), *(keys.pv_bucket(partition, code, s) for s in stamps)
-        )
+        _READ.queue(pipe, keys=[keys.pv_bucket(partition, code, s) for s in stamps])
     for reply in pipe.execute():
         for at, line in enumerate(reply.decode().split("\n")):
             if line != MISSING:

@@ -18,7 +18,7 @@ import orjson
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import epoch, floor_local
 from partners.selectors import Lineage
 from stats import keys
@@ -28,8 +28,8 @@ from stats.pipeline.partitions import known_partitions
 
 SCOPES = ("tree", "self")
 
-_EXPIRE_SLOTS = lua_source(__file__, "rankings_expire.lua")
-_ADD_TO_SLOTS = lua_source(__file__, "rankings_add.lua")
+_EXPIRE_SLOTS = LuaScript(__file__, "rankings_expire.lua")
+_ADD_TO_SLOTS = LuaScript(__file__, "rankings_add.lua")
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,7 @@ def windows() -> dict[str, Window]:
 
 def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue slot and total increments for every window and scope on ``writes.fenced``; expire due slots first."""
-    partition = writes.partition
-    expire = writes.fenced.register_script(_EXPIRE_SLOTS)
-    add = writes.fenced.register_script(_ADD_TO_SLOTS)
+    partition, pipe = writes.partition, writes.fenced
     clock = tally.clock
     seconds = {second for _, second in tally.humans}
     for window in windows().values():
@@ -78,7 +76,7 @@ def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
         for scope in SCOPES:
             index = keys.ranking_slots(partition, window.name, scope)
             total = keys.ranking_total(partition, window.name, scope)
-            expire(keys=[index, total], args=[oldest])
+            _EXPIRE_SLOTS.queue(pipe, keys=[index, total], args=[oldest])
             by_slot = counts[scope]
             if not by_slot:
                 continue
@@ -88,7 +86,7 @@ def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
                 for code, amount in partners.items():
                     triples += (number, code, amount)
             args = [ttl, orjson.dumps(list(by_slot)), orjson.dumps(triples)]
-            add(keys=[index, total, *slot_keys], args=args)
+            _ADD_TO_SLOTS.queue(pipe, keys=[index, total, *slot_keys], args=args)
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:
@@ -100,7 +98,7 @@ def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> in
         for scope in SCOPES:
             index = keys.ranking_slots(partition, window.name, scope)
             total = keys.ranking_total(partition, window.name, scope)
-            pipe.execute_command("EVAL", _EXPIRE_SLOTS, 2, index, total, oldest)
+            _EXPIRE_SLOTS.queue(pipe, keys=[index, total], args=[oldest])
     return sum(pipe.execute())
 
 

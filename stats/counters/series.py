@@ -13,7 +13,7 @@ import numpy as np
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import BatchClock, epoch, floor_local, from_epoch, next_period_start, to_local
 from stats import keys
 from stats.conf import stats_setting
@@ -23,7 +23,7 @@ from stats.pipeline.partitions import known_partitions
 
 ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
-_TRIM_COUNTER = lua_source(__file__, "series_trim.lua")
+_TRIM_COUNTER = LuaScript(__file__, "series_trim.lua")
 
 
 def partner_counter(code: str) -> str:
@@ -115,7 +115,7 @@ def clean_series(*, now: dt.datetime | None = None, force: bool = False) -> str:
             pipe = client.pipeline(transaction=False)
             for member in members:
                 hash_key = keys.series_hash_of_member(partition, member)
-                pipe.execute_command("EVAL", _TRIM_COUNTER, 2, hash_key, known, oldest, member)
+                _TRIM_COUNTER.queue(pipe, keys=[hash_key, known], args=[oldest, member])
             removed += sum(pipe.execute()) if members else 0
             walked += len(members)
         client.hset(keys.series_cleaned(), str(precision), now.timestamp())

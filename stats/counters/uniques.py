@@ -17,15 +17,15 @@ from typing import NamedTuple
 import orjson
 
 from cpsproject.common import redis_keys
-from cpsproject.common.lua import lua_source
+from cpsproject.common.lua import LuaScript
 from stats import keys
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
 
 SELF, TREE = "self", "tree"
 
-_ADD = lua_source(__file__, "uniques_add.lua")
-_DELETE_IF_UNCHANGED = lua_source(__file__, "uniques_delete_if_unchanged.lua")
+_ADD = LuaScript(__file__, "uniques_add.lua")
+_DELETE_IF_UNCHANGED = LuaScript(__file__, "uniques_delete_if_unchanged.lua")
 
 HLLS_PER_CALL = 2000  # bounds one script call's arguments
 READ_CHUNK = 1000
@@ -53,11 +53,11 @@ def queue_uniques(writes, tally: PageViewTally) -> None:
         return
     partition, pipe = writes.partition, writes.fenced
     ttl = keys.realtime_ttl()
-    add = pipe.register_script(_ADD)
     items = [(keys.uv_day(partition, *name), name, openids) for name, openids in visitors.items()]
     for first in range(0, len(items), HLLS_PER_CALL):
         chunk = items[first : first + HLLS_PER_CALL]
-        add(
+        _ADD.queue(
+            pipe,
             keys=[key for key, _, _ in chunk],
             args=[ttl, orjson.dumps([list(openids) for _, _, openids in chunk])],
         )
@@ -91,9 +91,8 @@ def _queue_union(pipe, target: str, blobs: list[bytes]) -> int:
 
 def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
     """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip."""
-    pipe = client.pipeline(
-        transaction=False
-    )  # each union in a scratch slot of its own: no transaction spans them
+    # Each union in a scratch slot of its own: no transaction spans them.
+    pipe = client.pipeline(transaction=False)
     skips = []
     for blobs in unions:
         target = redis_keys.scratch(uuid.uuid4().hex)
@@ -165,15 +164,10 @@ def delete_unchanged(client, reads: list[HllRead], *, settled: Callable[[str], b
     for read in reads:
         if settled(read.name.day_stamp):
             day_stamp = read.name.day_stamp
-            pipe.execute_command(
-                "EVAL",
-                _DELETE_IF_UNCHANGED,
-                3,
-                read.key,
-                keys.uv_index(read.partition, day_stamp),
-                keys.uv_days(read.partition),
-                read.current,
-                day_stamp,
+            _DELETE_IF_UNCHANGED.queue(
+                pipe,
+                keys=[read.key, keys.uv_index(read.partition, day_stamp), keys.uv_days(read.partition)],
+                args=[read.current, day_stamp],
             )
             queued += 1
     return sum(pipe.execute()) if queued else 0

@@ -90,21 +90,16 @@ class RecordedCommands:
 
     Counters only queue commands and read no reply, so a partition's counters need no Redis to be built: the
     consumer builds a batch's while the batch before waits for Redis, and an apply retried after an outage or
-    a moved fence queues the same commands again instead of counting the batch again.
+    a moved fence queues the same commands again instead of counting the batch again. Scripts come as
+    ``execute_command("EVAL", …)`` (``cpsproject.common.lua.LuaScript``), like any other command.
     """
 
     def __init__(self) -> None:
-        self._calls: list[tuple[str | None, str | tuple, object, object]] = []
-
-    def register_script(self, source: str):
-        def queue(keys=(), args=(), client=None) -> None:
-            self._calls.append((None, source, list(keys), [_exact(arg) for arg in args]))
-
-        return queue
+        self._calls: list[tuple[str, tuple, dict]] = []
 
     def __getattr__(self, name: str):
         def queue(*args, **kwargs):
-            self._calls.append((name, args, kwargs, None))
+            self._calls.append((name, tuple(_exact(arg) for arg in args), kwargs))
             return self
 
         return queue
@@ -113,13 +108,8 @@ class RecordedCommands:
         return bool(self._calls)
 
     def queue_on(self, pipe) -> None:
-        for name, first, second, third in self._calls:
-            if name is None:
-                # EVAL, not EVALSHA: a script cache is per node, and a replica promoted by a failover has an
-                # empty one; a cluster pipeline cannot load scripts either. The sources are a few hundred bytes.
-                pipe.execute_command("EVAL", first, len(second), *second, *third)
-            else:
-                getattr(pipe, name)(*first, **second)
+        for name, args, kwargs in self._calls:
+            getattr(pipe, name)(*args, **kwargs)
 
 
 def _exact(arg):
@@ -139,28 +129,11 @@ def _recorded_writes(partition: Partition) -> CounterWrites:
     return writes
 
 
-class _ScriptsAsEval:
-    """A redis-py pipeline whose scripts are queued as EVAL, as ``RecordedCommands.queue_on`` sends them."""
-
-    def __init__(self, pipe) -> None:
-        self._pipe = pipe
-
-    def register_script(self, source: str):
-        def queue(keys=(), args=(), client=None) -> None:
-            self._pipe.execute_command("EVAL", source, len(keys), *keys, *args)
-
-        return queue
-
-    def __getattr__(self, name: str):
-        return getattr(self._pipe, name)
-
-
 def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
     """Counter writes straight onto the pipeline ``pipe``, with no offset to move them with: for tools that fill
     Redis without a Kafka source (the bench, tests racing a flush)."""
-    target = _ScriptsAsEval(pipe)
-    queue_register(target, partition)
-    return CounterWrites(partition, fenced=target, idempotent=target)
+    queue_register(pipe, partition)
+    return CounterWrites(partition, fenced=pipe, idempotent=pipe)
 
 
 def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:

@@ -45,7 +45,7 @@ CounterQueue = Callable[..., None]
 
 
 class CommandRecorder(Protocol):
-    """A pipeline that only records: any redis-py command, and ``register_script(source)(keys, args)``."""
+    """A redis-py pipeline, or one that only records its commands (scripts too: ``LuaScript.queue``)."""
 
     def __getattr__(self, name: str) -> Any: ...
 
