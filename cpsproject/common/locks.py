@@ -121,18 +121,22 @@ class JobLock:
 
 
 @contextmanager
-def job_lock(name: str, *, seconds: float | None = None) -> Iterator[JobLock]:
+def job_lock(name: str, *, seconds: float | None = None, wait_seconds: float = 0) -> Iterator[JobLock]:
     """Hold the lock ``name`` (TTL ``seconds``, default ``CPS_LOCK_SECONDS``) renewed until the block ends.
 
-    Raise ``LockBusy`` at once if another run holds it. A block that ends without an exception is recorded as
-    the job's last success.
+    Raise ``LockBusy`` if another run holds it: at once, or once it has held it for ``wait_seconds`` more. A
+    block that ends without an exception is recorded as the job's last success.
     """
     seconds = seconds or settings.CPS_LOCK_SECONDS
     key = redis_keys.lock(name)
     # thread_local=False: the heartbeat thread renews with the token the job's thread acquired.
     lock = get_redis_connection("default").lock(key, timeout=seconds, thread_local=False)
     if not lock.acquire(blocking=False):
-        raise LockBusy(name, key)
+        if not wait_seconds:
+            raise LockBusy(name, key)
+        logger.info("%s waits up to %.0f s for its lock %s, held by another run", name, wait_seconds, key)
+        if not lock.acquire(blocking=True, blocking_timeout=wait_seconds):
+            raise LockBusy(name, key)
     job = JobLock(name, lock, seconds)
     job._start()
     logger.debug("%s holds its lock %s (TTL %ss, renewed every %.1fs)", name, key, seconds, seconds / 3)

@@ -14,12 +14,11 @@ every later start costs one GET. Run it with every consumer of the earlier versi
 """
 
 import logging
-import time
 
 from django_redis import get_redis_connection
 from redis.exceptions import ResponseError
 
-from cpsproject.common.locks import LockBusy, job_lock
+from cpsproject.common.locks import job_lock
 from stats import keys
 from stats.pipeline.partitions import queue_register
 from stats.pipeline.registry import layout_upgrades
@@ -91,9 +90,14 @@ def _move_stats_keys(client) -> int:
         else:
             moved += _move(client, old, keys.version1_moved(old))
     if moved:
-        client.sadd(keys.partitions(), 0)
-        client.expire(keys.partitions(), keys.LONG_TTL)
+        _register(client, 0)
     return moved
+
+
+def _register(client, partition: int) -> None:
+    pipe = client.pipeline(transaction=False)
+    queue_register(pipe, partition)
+    pipe.execute()
 
 
 def _move_offsets(client, old: str, group_topic: str) -> int:
@@ -103,9 +107,7 @@ def _move_offsets(client, old: str, group_topic: str) -> int:
     for partition, offset in client.hgetall(old).items():
         number = int(partition)
         client.set(keys.offset(group, topic, number), int(offset), ex=keys.LONG_TTL, nx=True)
-        pipe = client.pipeline(transaction=False)
-        queue_register(pipe, number)
-        pipe.execute()
+        _register(client, number)
     client.delete(old)
     return 1
 
@@ -115,25 +117,16 @@ def upgrade_layout(*, wait_seconds: float = 120) -> int:
     client = get_redis_connection("default")
     if client.get(keys.layout_version()) == LAYOUT_VERSION:
         return 0
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            with job_lock("redis-layout"):
-                if client.get(keys.layout_version()) == LAYOUT_VERSION:  # another process just did it
-                    return 0
-                moved = _move_stats_keys(client)
-                for name, upgrade in layout_upgrades().items():
-                    moved += upgrade(client)
-                    logger.debug("layout upgrade of %s done", name)
-                client.set(keys.layout_version(), LAYOUT_VERSION, ex=keys.LONG_TTL)
-            if moved:
-                logger.info(
-                    "moved %d Redis keys to the per-partition layout (version %s)",
-                    moved,
-                    LAYOUT_VERSION.decode(),
-                )
-            return moved
-        except LockBusy:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
+    with job_lock("redis-layout", wait_seconds=wait_seconds):
+        if client.get(keys.layout_version()) == LAYOUT_VERSION:  # another process just did it
+            return 0
+        moved = _move_stats_keys(client)
+        for name, upgrade in layout_upgrades().items():
+            moved += upgrade(client)
+            logger.debug("layout upgrade of %s done", name)
+        client.set(keys.layout_version(), LAYOUT_VERSION, ex=keys.LONG_TTL)
+    if moved:
+        logger.info(
+            "moved %d Redis keys to the per-partition layout (version %s)", moved, LAYOUT_VERSION.decode()
+        )
+    return moved

@@ -11,14 +11,12 @@ seconds), up to ``FLUSH_LOCK_WAIT_SECONDS``.
 
 import datetime as dt
 import logging
-import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common.locks import JobLock, LockBusy, job_lock
+from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import business_tz, local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
@@ -47,19 +45,6 @@ class ReconcileResult:
 def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
     """Yesterday in the business time zone."""
     return local_day(now or timezone.now()) - dt.timedelta(days=1)
-
-
-def _wait_for_flush_lock(stack: ExitStack, *, wait_seconds: float) -> JobLock:
-    """Take the ``flush`` job lock into ``stack``, retrying while a flush holds it, for up to ``wait_seconds``."""
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            return stack.enter_context(job_lock("flush"))
-        except LockBusy:
-            if time.monotonic() >= deadline:
-                raise
-            logger.info("reconcile waits for the running flush before it writes")
-            time.sleep(0.2)
 
 
 def _forget_final_days() -> None:
@@ -141,13 +126,14 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
                     "reconciled_at": now,
                 }
             )
-        with ExitStack() as stack:
-            flush_lock = _wait_for_flush_lock(stack, wait_seconds=FLUSH_LOCK_WAIT_SECONDS)
-            with flush_lock.atomic():  # opens and commits only while both locks are ours
-                lock.ensure_held()
-                upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
-                upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
-                lock.ensure_held()
+        with (
+            job_lock("flush", wait_seconds=FLUSH_LOCK_WAIT_SECONDS) as flush_lock,
+            flush_lock.atomic(),  # opens and commits only while both locks are ours
+        ):
+            lock.ensure_held()
+            upsert_rows(DailyStat, daily, key_fields=["partner_id", "date"])
+            upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
+            lock.ensure_held()
         # After the commit: the API's cache of final days was filled from the rows this run replaced.
         _forget_final_days()
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
