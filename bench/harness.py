@@ -145,6 +145,31 @@ def median(samples: Sequence[float]) -> float:
     return percentile(samples, 0.5)
 
 
+class CommittedOffsets:
+    """How far a consumer group has committed over a topic's partitions: what the consume rows sample."""
+
+    def __init__(self, bootstrap: str, *, topic: str, group: str, partitions: int) -> None:
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+
+        self.group = group
+        self.partitions = [TopicPartition(topic, p) for p in range(partitions)]
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def __call__(self) -> int | None:
+        """The committed offsets summed, or None while the broker does not answer."""
+        from kafka.errors import KafkaError
+
+        try:
+            offsets = self.admin.list_group_offsets({self.group: self.partitions}).get(self.group, {})
+        except KafkaError:
+            return None
+        return sum(max(0, meta.offset) for meta in offsets.values())
+
+    def close(self) -> None:
+        self.admin.close()
+
+
 def steady_window(
     samples: Sequence[tuple[float, int]], total: int, low: float = 0.2, high: float = 0.9
 ) -> tuple[int, int]:

@@ -25,7 +25,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import BenchError, Environment, Row, failed_rows, format_table, free_port, steady_window  # noqa: E402
+from harness import (  # noqa: E402
+    BenchError,
+    CommittedOffsets,
+    Environment,
+    Row,
+    failed_rows,
+    format_table,
+    free_port,
+    steady_window,
+)
 
 from stats.devtools.redis_cluster import LocalCluster, redis_server_bin  # noqa: E402
 
@@ -72,9 +81,6 @@ def _node_counters(ports: list[int]) -> tuple[dict[int, float], dict[int, int]]:
 
 def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports: list[int]) -> Measured:
     """Fill a fresh six-partition topic, drain it with three ``consume`` processes counting on ``url``."""
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaError
     from write_side import produce
 
     topic, _ = produce(env, events=sizes.events, users=sizes.users, rate=RATE, partitions=PARTITIONS)
@@ -97,15 +103,7 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
         str(sizes.idle_exit),
     ]
     consumers = [env.spawn(f"consume-{n}", command, env=child_env) for n in range(CONSUMERS)]
-    admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-
-    def committed() -> int | None:
-        try:
-            offsets = admin.list_group_offsets({group: partitions}).get(group, {})
-        except KafkaError:
-            return None
-        return sum(max(0, meta.offset) for meta in offsets.values())
+    committed = CommittedOffsets(env.bootstrap, topic=topic, group=group, partitions=PARTITIONS)
 
     samples: list[tuple[float, int]] = [(time.monotonic(), 0)]
     counters = [_node_counters(ports)]
@@ -124,7 +122,7 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
                 raise BenchError(f"three consumers did not drain {sizes.events} events in time")
             time.sleep(0.25)
     finally:
-        admin.close()
+        committed.close()
         for child in consumers:
             child.stop()
     failed = [child for child in consumers if child.process.returncode != 0]

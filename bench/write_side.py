@@ -14,6 +14,7 @@ from harness import (
     PYTHON,
     ROOT,
     BenchError,
+    CommittedOffsets,
     Environment,
     Row,
     Timer,
@@ -138,9 +139,6 @@ def run_consume(
     across ``exec``, so it includes the forked copy of this runner, whose resident set is the larger one once
     it has simulated a topic's events in-process.
     """
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaError
 
     group = f"bench-{uuid.uuid4().hex[:8]}"
     args = [
@@ -164,15 +162,7 @@ def run_consume(
         ),
     )
     pid = child.process.pid
-    admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
-    partitions = [TopicPartition(topic, p) for p in range(3)]
-
-    def committed() -> int | None:
-        try:
-            offsets = admin.list_group_offsets({group: partitions}).get(group, {})
-        except KafkaError:
-            return None
-        return sum(max(0, meta.offset) for meta in offsets.values())
+    committed = CommittedOffsets(env.bootstrap, topic=topic, group=group, partitions=3)
 
     processes = {"consume": pid, **env.service_pids()}
 
@@ -212,7 +202,7 @@ def run_consume(
             samples.append((time.monotonic(), done))
             cpu_samples.append({name: None for name in processes})  # consume has exited
     finally:
-        admin.close()
+        committed.close()
     if child.process.returncode != 0:
         raise BenchError(f"consume exited {child.process.returncode}:\n{child.tail()}")
     if samples[-1][1] < events:
