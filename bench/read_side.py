@@ -2,15 +2,19 @@
 
 import datetime as dt
 import http.client
+import json
 import logging
 import os
 import random
 import re
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 from harness import (
     PYTHON,
+    ROOT,
     BenchError,
     Environment,
     Row,
@@ -49,11 +53,16 @@ def _portal_sample(sizes) -> list[str]:
     return sample
 
 
-def _start_gunicorn(env: Environment) -> int:
-    """gunicorn with the product's production settings, as the README runs it; return the port it chose."""
+def _server_env(env: Environment) -> dict[str, str]:
+    """The API server's environment: production settings, the live prefix (today's counters of the consume run)."""
     static_root = env.work_dir / "static"  # nothing collected: the API serves no static file
     static_root.mkdir(exist_ok=True)
-    server_env = env.child_env(CPS_REDIS_PREFIX=env.prefix("live"), CPS_STATIC_ROOT=str(static_root))
+    return env.child_env(CPS_REDIS_PREFIX=env.prefix("live"), CPS_STATIC_ROOT=str(static_root))
+
+
+def _start_gunicorn(env: Environment) -> int:
+    """gunicorn with the product's production settings, as the README runs it; return the port it chose."""
+    server_env = _server_env(env)
     server = env.spawn(
         "gunicorn",
         [
@@ -201,7 +210,28 @@ def _open_loop(
     return latencies, total / (time.perf_counter() - began)
 
 
-def api_rows(env: Environment, sizes, *, start: dt.date, end: dt.date) -> list[Row]:
+def _profile_in_process(env: Environment, plan: list[tuple[str, str]], query: str, profile: Path) -> None:
+    """CPU per request inside Django and its profile (``api_profile.py``), logged and kept under ``profile``."""
+    plan_path = env.work_dir / "api-plan.json"
+    plan_path.write_text(json.dumps(plan))
+    done = subprocess.run(
+        [PYTHON, str(Path(__file__).with_name("api_profile.py")), "--plan", str(plan_path), "--query", query]
+        + ["--out", str(profile / "api.prof")],
+        cwd=ROOT,
+        env=_server_env(env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode:
+        raise BenchError(f"api_profile.py failed:\n{done.stderr[-2000:]}")
+    (profile / "api-profile.txt").write_text(done.stdout)
+    log.info("API in-process: %s (profile: %s)", done.stdout.splitlines()[0], profile / "api-profile.txt")
+
+
+def api_rows(
+    env: Environment, sizes, *, start: dt.date, end: dt.date, profile: Path | None = None
+) -> list[Row]:
     import common
 
     codes = _portal_sample(sizes)
@@ -257,6 +287,8 @@ def api_rows(env: Environment, sizes, *, start: dt.date, end: dt.date) -> list[R
         f"requests; p50 {median(latencies) * 1000:.1f} ms, p95 {percentile(latencies, 0.95) * 1000:.1f} ms",
     )
     saturation.met = throughput >= 500
+    if profile:
+        _profile_in_process(env, plan, query, profile)
     return [open_row, saturation]
 
 

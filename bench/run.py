@@ -189,7 +189,7 @@ def run(sizes: Sizes, groups: list[str], *, quick: bool, profile: Path | None) -
                     if group in groups:
                         rows.extend(failed_rows(_figures_of(group), exc))
         if history:
-            measure("api", read_side.api_rows, env, sizes, start=history[0], end=history[1])
+            measure("api", read_side.api_rows, env, sizes, start=history[0], end=history[1], profile=profile)
             measure("uv", read_side.uv_rows, env, sizes)
         # Reconcile refuses a day that has not ended: it recounts the day before the consumed one, whose raw
         # events reconcile_rows archives first.
