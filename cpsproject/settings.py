@@ -246,7 +246,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "cpsproject.common.params.Pagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's JSON renderer, which also sends bodies a view rendered itself (the stats endpoint's year of days).
+    "DEFAULT_RENDERER_CLASSES": ["cpsproject.common.json_rendering.JSONRenderer"],
     # A ?format= the view cannot render is a 400 naming "format" (DRF's default answers a bare 404).
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "cpsproject.common.params.FormatNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -8,6 +8,7 @@ streamed CSV of the same rows.
 import datetime as dt
 from collections.abc import Iterable, Sequence
 
+import orjson
 from django.http import HttpResponseBase
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -20,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.json_rendering import RenderedJSON
 from cpsproject.common.params import (
     error_responses,
     moment_range_params,
@@ -29,7 +31,7 @@ from cpsproject.common.timeutil import epoch, floor_local, local_day
 from partners.permissions import IsStaffOrPortal, get_visible_partner, visible_partners
 from stats.counters.rankings import top_partners
 from stats.counters.series import ALL_TRAFFIC, MAX_POINTS, partner_counter, read_series
-from stats.read.selectors import partner_bucket_series, partner_days
+from stats.read.selectors import partner_bucket_series, partner_days, partner_days_json
 from stats.read.serializers import BucketsQuery, RankingsQuery, SeriesQuery, StatsQuery
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
@@ -43,11 +45,15 @@ class BucketReaders(IsStaffOrPortal):
     staff_perms = ("stats.view_bucketstat",)
 
 
+def _wants_csv(request: Request) -> bool:
+    return getattr(request.accepted_renderer, "format", None) == CSVRenderer.format
+
+
 def _answer(
     request: Request, data: object, *, rows: Iterable[Sequence[object]], header: Sequence[str], filename: str
 ) -> Response | HttpResponseBase:
     """``data`` as JSON, or ``rows`` as a streamed CSV when the request asked for ``format=csv``."""
-    if getattr(request.accepted_renderer, "format", None) == CSVRenderer.format:
+    if _wants_csv(request):
         return csv_response(rows, header=header, filename=filename)
     return Response(data)
 
@@ -144,25 +150,15 @@ def partner_stats(request: Request, code: str) -> Response | HttpResponseBase:
     now = timezone.now()  # one clock reading per request
     params = query(StatsQuery, request, today=local_day(now))
     start, end = params["start"], params["end"]
-    days = partner_days(partner=partner, start=start, end=end, now=now)
-    body = {
-        "partner": partner.code,
-        "days": [
-            {
-                "date": d.date.isoformat(),
-                "pv": d.pv,
-                "uv": d.uv,
-                "pv_self": d.pv_self,
-                "uv_self": d.uv_self,
-                "reconciled": d.reconciled,
-            }
-            for d in days
-        ],
-        "total_pv": sum(d.pv for d in days),
-    }
-    rows = ([partner.code, *(day[k] for k in STATS_HEADER[1:])] for day in body["days"])
-    return _answer(
-        request, body, rows=rows, header=STATS_HEADER, filename=f"{partner.code}-{start}-{end}.csv"
+    if _wants_csv(request):
+        days = partner_days(partner=partner, start=start, end=end, now=now)
+        rows = ([partner.code, *day] for day in days)
+        return csv_response(rows, header=STATS_HEADER, filename=f"{partner.code}-{start}-{end}.csv")
+    days_json, total_pv = partner_days_json(partner=partner, start=start, end=end, now=now)
+    return Response(
+        RenderedJSON(
+            b'{"partner":%b,"days":%b,"total_pv":%d}' % (orjson.dumps(partner.code), days_json, total_pv)
+        )
     )
 
 

@@ -173,16 +173,12 @@ def _fill_final_months(*, partner: Partner, months: list[dt.date], now: dt.datet
     return entries
 
 
-def _final_days(
-    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime
-) -> dict[dt.date, DayNumbers]:
-    """The days of ``start..end`` that only a reconcile can change, from the cache (filled from SQL on a miss).
+def _final_entries(*, partner: Partner, months: list[dt.date], now: dt.datetime) -> dict[dt.date, bytes]:
+    """Each month's entry of the final-days cache as its JSON bytes, filled from SQL on a miss.
 
-    Reconciled days, and days past the lateness horizon that have no row. The cache generation is read in the
-    same round trip as the entries, and a reconcile bumps it after its commit: an entry filled before a
-    recount is never read after it.
+    The cache generation is read in the same round trip as the entries, and a reconcile bumps it after its
+    commit: an entry filled before a recount is never read after it.
     """
-    months = months_touched(start, end)
     client = get_redis_connection("default")
     generation, *entries = client.mget(
         [keys.final_days_generation()] + [keys.final_days(partner.pk, stamp_month(month)) for month in months]
@@ -191,21 +187,33 @@ def _final_days(
     found, missing = {}, []
     for month, entry in zip(months, entries, strict=True):
         if entry and entry.startswith(tag):
-            found[month] = orjson.loads(entry[len(tag) :])
+            found[month] = entry[len(tag) :]
         else:
             missing.append(month)
     if missing:
-        filled = _fill_final_months(partner=partner, months=missing, now=now)
+        filled = {
+            month: orjson.dumps(entry)
+            for month, entry in _fill_final_months(partner=partner, months=missing, now=now).items()
+        }
         pipe = client.pipeline(transaction=False)
         for month, entry in filled.items():
-            key = keys.final_days(partner.pk, stamp_month(month))
-            pipe.set(key, tag + orjson.dumps(entry), ex=keys.final_days_ttl())
+            pipe.set(keys.final_days(partner.pk, stamp_month(month)), tag + entry, ex=keys.final_days_ttl())
         pipe.execute()
         found.update(filled)
+    return found
+
+
+def _final_days(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime
+) -> dict[dt.date, DayNumbers]:
+    """The days of ``start..end`` that only a reconcile can change, from the cache (``_final_entries``).
+
+    Reconciled days, and days past the lateness horizon that have no row.
+    """
     final = {}
-    for month, entry in found.items():
+    for month, entry in _final_entries(partner=partner, months=months_touched(start, end), now=now).items():
         day = month
-        for numbers in entry:
+        for numbers in orjson.loads(entry):
             if numbers is not None and start <= day <= end:
                 if numbers:
                     final[day] = DayNumbers(day, *numbers, True)
@@ -279,25 +287,14 @@ def _as_bytes(value: bytes | memoryview | None) -> bytes | None:
     return bytes(value) if value is not None else None
 
 
-def partner_days(
-    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
-) -> list[DayNumbers]:
-    """Return one entry per day from ``start`` to ``end`` inclusive: reconciled, or flushed plus unflushed.
-
-    Days only a reconcile can change come from a cache (``_final_days``); from the first other day on, the rows
-    are read from SQL, and the days still live add what Redis holds.
-    """
-    now = now or timezone.now()
-    all_days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
-    final = _final_days(partner=partner, start=start, end=end, now=now)
-    rest = [day for day in all_days if day not in final]
-    if not rest:
-        return [final[day] for day in all_days]
+def _open_days(*, partner: Partner, first: dt.date, end: dt.date, now: dt.datetime) -> list[DayNumbers]:
+    """One entry per day from ``first`` to ``end``, read from SQL, with what Redis holds for the days still live."""
+    all_days = [first + dt.timedelta(days=n) for n in range((end - first).days + 1)]
     # The first day live now: later days may have Redis keys, so their rows' HyperLogLogs are read too.
-    first_live = next((day for day in rest if _may_have_redis_keys(day, now)), end + dt.timedelta(days=1))
-    stored = _stored_rows(partner=partner, start=rest[0], end=end, first_live=first_live)
+    first_live = next((day for day in all_days if _may_have_redis_keys(day, now)), end + _ONE_DAY)
+    stored = _stored_rows(partner=partner, start=first, end=end, first_live=first_live)
     live_days = [
-        day for day in rest if not (day in stored and stored[day][1]) and _may_have_redis_keys(day, now)
+        day for day in all_days if not (day in stored and stored[day][1]) and _may_have_redis_keys(day, now)
     ]
     live = {}
     if live_days:
@@ -311,9 +308,7 @@ def partner_days(
         live = {day: (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts)) for day in live_days}
     days = []
     for day in all_days:
-        if day < rest[0]:
-            days.append(final[day])
-        elif day in live:
+        if day in live:
             days.append(DayNumbers(day, *live[day], reconciled=False))
         elif day in stored:
             numbers, reconciled, _ = stored[day]
@@ -321,6 +316,117 @@ def partner_days(
         else:
             days.append(DayNumbers(day, 0, 0, 0, 0, False))
     return days
+
+
+def partner_days(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
+) -> list[DayNumbers]:
+    """Return one entry per day from ``start`` to ``end`` inclusive: reconciled, or flushed plus unflushed.
+
+    The days before the first one a reconcile has not closed come from a cache (``_final_days``); from that
+    day on, rows are read from SQL, and the days still live add what Redis holds.
+    """
+    now = now or timezone.now()
+    final = _final_days(partner=partner, start=start, end=end, now=now)
+    days, day = [], start
+    while day <= end and day in final:
+        days.append(final[day])
+        day += _ONE_DAY
+    if day <= end:
+        days += _open_days(partner=partner, first=day, end=end, now=now)
+    return days
+
+
+def day_json(day: DayNumbers) -> bytes:
+    """One day as the stats endpoint renders it: ``{"date": "2026-11-21", "pv": …, …, "reconciled": …}``."""
+    return orjson.dumps(day._asdict())
+
+
+class _RenderedMonth(NamedTuple):
+    """A month of the final-days cache as the stats endpoint sends it, with sums to take any slice at once."""
+
+    jsons: tuple[bytes | None, ...]  # each day's ``day_json``; None where the day is not final
+    pv_before: tuple[int, ...]  # pv_before[i]: the PV of the days before day i
+    zeros_before: tuple[int, ...]  # zeros_before[i]: how many days before day i are unreconciled zeros
+    open_from: tuple[
+        int, ...
+    ]  # open_from[i]: the first day from day i on that is not final (or the month's end)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rendered_month(month: dt.date, entry: bytes) -> _RenderedMonth:
+    """A final-days cache entry (``_final_entries``) rendered.
+
+    Memoised on the entry's bytes, which are all the rendering depends on: the cache never rewrites an entry
+    in place (a reconcile starts a new generation, read with the entry), so a stale rendering cannot be found.
+    """
+    jsons, pv_before, zeros_before, day = [], [0], [0], month
+    for numbers in orjson.loads(entry):
+        without_traffic = numbers == 0  # a reconciled day is ``[pv, uv, …]``, even all zeros
+        if numbers is None:
+            jsons.append(None)
+            pv = 0
+        else:
+            numbers = numbers or (0, 0, 0, 0)
+            jsons.append(day_json(DayNumbers(day, *numbers, not without_traffic)))
+            pv = numbers[0]
+        pv_before.append(pv_before[-1] + pv)
+        zeros_before.append(zeros_before[-1] + without_traffic)
+        day += _ONE_DAY
+    open_from = [len(jsons)] * (len(jsons) + 1)
+    for index in reversed(range(len(jsons))):
+        open_from[index] = index if jsons[index] is None else open_from[index + 1]
+    return _RenderedMonth(tuple(jsons), tuple(pv_before), tuple(zeros_before), tuple(open_from))
+
+
+def _final_run(rendered: _RenderedMonth, month: dt.date, first: int, after: int, now: dt.datetime) -> int:
+    """How many days from day ``first`` of ``month`` (and before day ``after``) are final as of ``now``.
+
+    A day without traffic is final only once no late event can reach it: past the lateness horizon, which
+    moves with the moment asked about.
+    """
+    after = min(after, rendered.open_from[first])
+    if after <= first:
+        return 0
+    no_zeros = rendered.zeros_before[after] == rendered.zeros_before[first]
+    if no_zeros or not _may_have_redis_keys(month + dt.timedelta(days=after - 1), now):
+        return after - first
+    for index in range(first, after):  # a day without traffic near the horizon: day by day
+        zero = rendered.zeros_before[index + 1] != rendered.zeros_before[index]
+        if zero and _may_have_redis_keys(month + dt.timedelta(days=index), now):
+            return index - first
+    return after - first
+
+
+def partner_days_json(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
+) -> tuple[bytes, int]:
+    """``partner_days`` as the stats endpoint sends it: the JSON array of the days, and their total PV.
+
+    The same numbers, without building a year of entries per request: the closed days come rendered from
+    ``_rendered_month`` a month slice at a time, and only the days from the first open one on are read and
+    rendered here.
+    """
+    now = now or timezone.now()
+    months = months_touched(start, end)
+    entries = _final_entries(partner=partner, months=months, now=now)
+    parts, total, day = [], 0, start
+    for month in months:
+        rendered = _rendered_month(month, entries[month])
+        last = min(end, (month + dt.timedelta(days=32)).replace(day=1) - _ONE_DAY)
+        first, after = (day - month).days, (last - month).days + 1
+        run = _final_run(rendered, month, first, after, now)
+        if run:
+            parts.append(b",".join(rendered.jsons[first : first + run]))
+            total += rendered.pv_before[first + run] - rendered.pv_before[first]
+            day += dt.timedelta(days=run)
+        if day <= last:  # an open day: it and the rest are read
+            break
+    if day <= end:
+        for open_day in _open_days(partner=partner, first=day, end=end, now=now):
+            total += open_day.pv
+            parts.append(day_json(open_day))
+    return b"[" + b",".join(parts) + b"]", total
 
 
 def uv_between(partner: Partner, start: dt.date, end: dt.date, *, scope: str = TREE) -> int:

@@ -5,7 +5,9 @@ per request. Each test asks the API with the cache warm and again with it emptie
 everything from SQL and Redis), and both answers must equal the numbers written from the events.
 """
 
+import csv
 import datetime as dt
+import io
 
 import pytest
 
@@ -122,3 +124,38 @@ def test_a_range_that_starts_inside_the_cached_months_reads_the_same_days(redis_
     assert (
         cold_stats(client, redis_client, redis_prefix, dt.date(2026, 11, 19), dt.date(2026, 11, 21)) == part
     )
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_the_json_and_the_csv_list_the_same_days_across_months_and_states():
+    """JSON sends the closed days as rendered once; the CSV builds every day per request: they must agree."""
+    create_tree()
+    for moment, day in (("2026-10-31 23:00", dt.date(2026, 10, 31)), ("2026-11-20 12:00", RECONCILED)):
+        feed([pv_event(at(moment), "A1", "u1"), pv_event(at(moment), "A1a", "u2")], now=at(moment))
+        flush(now=at(moment) + dt.timedelta(hours=1))
+        reconcile(day=day, now=NOW)
+    feed([pv_event(at("2026-11-22 12:00"), "A1a", "u3")], now=at("2026-11-22 12:00"))
+    flush(now=at("2026-11-22 13:00"))  # flushed, not reconciled
+    feed([pv_event(at("2026-11-23 11:00"), "A1", "u1")], now=NOW)  # today: in Redis only
+    client = portal_client("A1")
+    start = dt.date(2026, 10, 30)
+
+    for _ in ("cold", "warm"):
+        body = stats(client, start, TODAY)
+        assert numbers(body) == {
+            "2026-10-31": (2, 2, 1, 1, True),
+            "2026-11-20": (2, 2, 1, 1, True),
+            "2026-11-22": (1, 1, 0, 0, False),
+            "2026-11-23": (1, 1, 1, 1, False),
+        }
+        assert len(body["days"]) == 25 and body["total_pv"] == 6
+        response = client.get(f"/api/v1/partners/A1/stats/?start={start}&end={TODAY}&format=csv")
+        text = b"".join(response.streaming_content).decode("utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert [
+            (r["date"], int(r["pv"]), int(r["uv"]), int(r["pv_self"]), int(r["uv_self"]), r["reconciled"])
+            for r in rows
+        ] == [
+            (d["date"], d["pv"], d["uv"], d["pv_self"], d["uv_self"], "true" if d["reconciled"] else "false")
+            for d in body["days"]
+        ]

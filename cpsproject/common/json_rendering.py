@@ -1,0 +1,22 @@
+"""The API's JSON renderer: DRF's, plus bodies a view has already rendered to bytes.
+
+A year of partner days is the API's busiest answer; its closed days never change, so the stats endpoint keeps
+them rendered and sends ``RenderedJSON``. Building 365 dictionaries and encoding them with ``json.dumps`` on
+every request cost more CPU than reading the numbers. Anything else renders as DRF renders it.
+"""
+
+import orjson
+from rest_framework import renderers
+
+
+class RenderedJSON(bytes):
+    """A complete JSON document, already encoded as UTF-8: sent as it is."""
+
+
+class JSONRenderer(renderers.JSONRenderer):
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, RenderedJSON):
+            if not self.get_indent(accepted_media_type, renderer_context or {}):
+                return bytes(data)
+            data = orjson.loads(data)  # indented on request (the browsable API): DRF's own formatting
+        return super().render(data, accepted_media_type, renderer_context)
