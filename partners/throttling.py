@@ -10,8 +10,9 @@ credentials, so an anonymous request is refused, and counted as a failed authent
 throttles run).
 
 Rates are ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read per request (DRF's throttles copy them once, at
-import), so a settings override takes effect at once. History lives in Django's cache (Redis) under the
-product's key prefix (``cpsproject.common.redis_keys``), so each test, which has its own prefix, starts clean.
+import), so a settings override takes effect at once. Each client's log of request times is a Redis list under
+the product's key prefix (``cpsproject.common.redis_keys.throttle``), so each test, which has its own prefix,
+starts clean.
 """
 
 import logging
@@ -19,6 +20,7 @@ import logging
 from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
+from django_redis import get_redis_connection
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated, Throttled
 from rest_framework.renderers import JSONRenderer
@@ -26,6 +28,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
 from cpsproject.common import redis_keys
+from cpsproject.common.lua import LuaScript
 from partners.permissions import portal_partner
 
 logger = logging.getLogger(__name__)
@@ -43,7 +46,45 @@ class _RatesFromSettings:
             raise ImproperlyConfigured(f"No throttle rate set for the {self.scope!r} scope.") from exc
 
 
-class AnonThrottle(_RatesFromSettings, AnonRateThrottle):
+_SLIDING_LOG = LuaScript(__file__, "throttle_sliding_log.lua")
+
+
+class _SlidingLogInRedis:
+    """DRF's sliding log of request times (the same rates, 429s and Retry-After), kept in a Redis list.
+
+    One script checks the log, drops the times that left the window and records this request: one round trip,
+    where DRF's cache throttle reads and writes the whole log as a pickled list (up to ``portal``'s 600 times
+    each way), and two requests at once can no longer both take the last place.
+    """
+
+    rate: str | None
+    duration: float
+    num_requests: int
+
+    def _log(self, key: str, *, record: bool) -> bool:
+        """Whether the log at ``key`` has room; with ``record``, take it for this request."""
+        self.key, self.now = key, self.timer()
+        allowed, self.count, oldest = _SLIDING_LOG(
+            get_redis_connection("default"),
+            keys=[key],
+            args=[repr(self.now), self.duration, self.num_requests, int(record)],
+        )
+        self.oldest = float(oldest) if oldest else None
+        return bool(allowed)
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        return key is None or self._log(key, record=True)
+
+    def wait(self) -> float | None:
+        remaining = self.duration if self.oldest is None else self.duration - (self.now - self.oldest)
+        available = self.num_requests - self.count + 1
+        return remaining / available if available > 0 else None
+
+
+class AnonThrottle(_SlidingLogInRedis, _RatesFromSettings, AnonRateThrottle):
     """Requests without credentials, per client address (``anon`` rate)."""
 
     def get_cache_key(self, request, view) -> str | None:
@@ -52,7 +93,7 @@ class AnonThrottle(_RatesFromSettings, AnonRateThrottle):
         return redis_keys.throttle(self.scope, self.get_ident(request))
 
 
-class UserThrottle(_RatesFromSettings, UserRateThrottle):
+class UserThrottle(_SlidingLogInRedis, _RatesFromSettings, UserRateThrottle):
     """Requests of one authenticated user but a portal, or of one address without credentials (``user`` rate)."""
 
     def get_cache_key(self, request, view) -> str | None:
@@ -64,7 +105,7 @@ class UserThrottle(_RatesFromSettings, UserRateThrottle):
         )
 
 
-class PortalThrottle(_RatesFromSettings, UserRateThrottle):
+class PortalThrottle(_SlidingLogInRedis, _RatesFromSettings, UserRateThrottle):
     """Requests made with one partner portal's token (``portal`` rate); staff are left to ``UserThrottle``.
 
     Keyed by the portal user, who holds exactly one token, rather than by the token itself: a secret has no
@@ -80,7 +121,7 @@ class PortalThrottle(_RatesFromSettings, UserRateThrottle):
         return redis_keys.throttle(self.scope, str(user.pk))
 
 
-class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
+class AuthFailureThrottle(_SlidingLogInRedis, _RatesFromSettings, SimpleRateThrottle):
     """Failed authentications per client address (``auth_failure`` rate): checked first, counted on failure."""
 
     scope = "auth_failure"
@@ -89,27 +130,15 @@ class AuthFailureThrottle(_RatesFromSettings, SimpleRateThrottle):
         # The address alone: the user is not known yet when the check runs, and must not be looked up.
         return redis_keys.throttle(self.scope, self.get_ident(request))
 
-    def _load(self, request) -> bool:
-        """Load this address's recent failures; False when the rate is off."""
-        if self.rate is None:
-            return False
-        self.key = self.get_cache_key(request, None)
-        self.now = self.timer()
-        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
-        return True
-
     def allow_request(self, request, view) -> bool:
         """Whether the address may still try to authenticate (does not count this request)."""
-        return not self._load(request) or len(self.history) < self.num_requests
+        return self.rate is None or self._log(self.get_cache_key(request, view), record=False)
 
     def record_failure(self, request) -> None:
-        if self._load(request):
-            self.history.insert(0, self.now)
-            self.cache.set(self.key, self.history[: self.num_requests], self.duration)
-            if len(self.history) == self.num_requests:
-                logger.warning(
-                    "API authentication refused for %s: too many failures", self.get_ident(request)
-                )
+        if self.rate is None or not self._log(self.get_cache_key(request, None), record=True):
+            return
+        if self.count == self.num_requests:
+            logger.warning("API authentication refused for %s: too many failures", self.get_ident(request))
 
 
 class FailedAuthenticationGate(BaseAuthentication):

@@ -11,7 +11,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import MD5PasswordHasher
 from django.contrib.auth.models import Permission
-from django.core.cache import cache
 from django.utils import timezone
 from django_redis import get_redis_connection
 from rest_framework.authtoken.models import Token
@@ -325,12 +324,27 @@ def test_each_portal_token_is_throttled_at_the_portal_rate_and_staff_at_theirs(t
     assert {staff.get(API + "partners/").status_code for _ in range(5)} == {200}
 
 
-def test_throttle_history_lives_under_the_tests_own_key_prefix(staff, redis_prefix):
+@pytest.mark.time_machine("2026-11-21T12:00:00+08:00", tick=False)
+def test_a_throttle_window_slides_with_the_clock_and_retry_after_says_when(staff, rates, time_machine):
+    rates(user="2/min")
+    assert [staff.get(API + "partners/").status_code for _ in range(2)] == [200, 200]
+    time_machine.shift(20)
+    refused = staff.get(API + "partners/")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) == 40  # the oldest leaves at 60 s
+    time_machine.shift(39)
+    assert staff.get(API + "partners/").status_code == 429
+    time_machine.shift(2)  # 61 s: both earlier requests have left the window
+    assert [staff.get(API + "partners/").status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_throttle_history_lives_under_the_tests_own_key_prefix(staff, redis_prefix, redis_client):
+    staff.get(API + "partners/")
     staff.get(API + "partners/")
     pk = get_user_model().objects.get(username="staff").pk
     key = redis_keys.throttle("user", str(pk))
-    assert key == f"{{{redis_prefix}}}:throttle:user:{pk}"
-    assert len(cache.get(key)) == 1
+    assert key == f"{{{redis_prefix}:throttle:user:{pk}}}"
+    assert redis_client.llen(key) == 2
+    assert 0 < redis_client.ttl(key) <= 60
 
 
 def test_default_rates_leave_room_for_normal_use(staff):

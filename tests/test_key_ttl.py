@@ -73,8 +73,8 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         # The API's cache of final days: the generation outlives every entry; an entry is refilled when it goes.
         (f"{shared}:final:gen", 365 * ONE_DAY),
         (f"{shared}:final:", 1),
-        # The API's throttle history lives in Django's cache, which sets its own timeout per scope.
-        (f":1:{shared}:throttle:", 1),
+        # An API client's throttle log lives as long as its window: a minute at the configured rates.
+        (re.escape("{" + prefix) + r":throttle:[^}]*\}", 1),
     ]
 
 

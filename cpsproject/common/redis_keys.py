@@ -1,17 +1,19 @@
 """The Redis key prefix every app builds its keys on, and the keys no single app owns (locks, scratch, throttles).
 
-Every key of the product starts with ``{P}:`` where ``P`` is ``settings.CPS_REDIS_PREFIX`` (environment
-``CPS_REDIS_PREFIX``, default ``cps``). The braces make ``P`` a Redis Cluster hash tag, so every key lives in one
-slot: the consumer applies a whole batch (counters of many partners plus the Kafka offset they cover) in one
-MULTI/EXEC, and scripts touch several keys at once. Each app builds its own keys in its ``keys`` module on
-``prefix()``; no key string is formatted anywhere else::
+Every key of the product starts with ``{P`` where ``P`` is ``settings.CPS_REDIS_PREFIX`` (environment
+``CPS_REDIS_PREFIX``, default ``cps``), inside a Redis Cluster hash tag. Keys that are read or written
+together share a tag, and so a slot: ``{P}:…`` for what is shared and small, ``{P:pN}:…`` for a Kafka
+partition's counters with its offset (one MULTI/EXEC per batch; ``stats.keys``), and tags of their own where
+keys are independent (a block of users' logins, a merge's scratch keys, a client's throttle log), so that a
+cluster spreads them. Each app builds its own keys in its ``keys`` module on ``prefix()``; no key string is
+formatted anywhere else (docs/architecture.md has the table of every structure and its tag)::
 
     {P}:lock:{name}            string  lock token (SET NX PX), renewed while its job runs
-    {P}:tmp:{token}[:{part}]   any     scratch keys for merges, deleted in the round trip that made them
+    {P:tmp:{token}}[:{part}]   any     scratch keys for merges, deleted in the round trip that made them
     {P}:jobs:{field}           hash    job name -> epoch of its last success ("last_success") or its
                                        duration in seconds ("last_duration") (cpsproject.common.jobruns)
-    {P}:throttle:{scope}:{who} list    an API client's recent request times (partners.throttling); kept in
-                                       Django's cache, which stores it under its own ":1:" version prefix
+    {P:throttle:{scope}:{who}} list    an API client's recent request times, newest first (partners.throttling);
+                                       a hash tag per client, so the API's logs spread over a cluster
 """
 
 from functools import cache
@@ -50,8 +52,8 @@ def scratch_part(scratch_key: str, part: int) -> str:
 
 
 def throttle(scope: str, who: str) -> str:
-    """The cache key of one API client's request history under a throttle ``scope`` (``who``: user or address)."""
-    return f"{prefix()}:throttle:{scope}:{who}"
+    """The log of one API client's request times under a throttle ``scope`` (``who``: user or address)."""
+    return "{" + settings.CPS_REDIS_PREFIX + ":throttle:" + scope + ":" + who + "}"
 
 
 def job_runs(field: str) -> str:
