@@ -26,6 +26,7 @@ SELF, TREE = "self", "tree"
 
 _ADD = LuaScript(__file__, "uniques_add.lua")
 _DELETE_IF_UNCHANGED = LuaScript(__file__, "uniques_delete_if_unchanged.lua")
+_MERGE = LuaScript(__file__, "uniques_merge.lua")
 
 HLLS_PER_CALL = 2000  # bounds one script call's arguments
 READ_CHUNK = 1000
@@ -71,40 +72,19 @@ def queue_uniques(writes, tally: PageViewTally) -> None:
     pipe.expire(keys.uv_days(partition), ttl)
 
 
-def _queue_union(pipe, target: str, blobs: list[bytes]) -> int:
-    """Queue commands leaving ``target`` = the union of HyperLogLog ``blobs`` (bytes); return how many replies
-    they add, so the caller finds the replies of what it queues next. PFMERGE reads stored HyperLogLogs from
-    keys only, so each blob is written to a scratch key sharing ``target``'s hash tag."""
-    parts = [redis_keys.scratch_part(target, n) for n in range(1, len(blobs))]
-    if blobs:
-        pipe.set(target, blobs[0])
-    else:
-        pipe.delete(target)
-    for part, blob in zip(parts, blobs[1:], strict=True):
-        pipe.set(part, blob)
-    # As raw commands: redis-py's cluster pipeline refuses multi-key PFMERGE and DEL, though these share a slot.
-    pipe.execute_command("PFMERGE", target, *parts)
-    if parts:
-        pipe.execute_command("DEL", *parts)
-    return 1 + len(parts) + 1 + (1 if parts else 0)
-
-
 def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
-    """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip."""
-    # Each union in a scratch slot of its own: no transaction spans them.
+    """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip.
+
+    One script call per union, on scratch keys of its own slot (no transaction spans the unions): the blobs
+    go as arguments, where a SET per blob, a PFMERGE, a GET, a PFCOUNT and the DELs each cost a command.
+    """
     pipe = client.pipeline(transaction=False)
-    skips = []
     for blobs in unions:
         target = redis_keys.scratch(uuid.uuid4().hex)
-        skips.append(_queue_union(pipe, target, [bytes(blob) for blob in blobs if blob]))
-        pipe.get(target)
-        pipe.execute_command("PFCOUNT", target)
-        pipe.delete(target)
-    replies, position, merged = pipe.execute(), 0, []
-    for skip in skips:
-        merged.append((replies[position + skip] or b"", replies[position + skip + 1]))
-        position += skip + 3
-    return merged
+        _MERGE.queue(
+            pipe, keys=[target, redis_keys.scratch_part(target, 1)], args=[bytes(b) for b in blobs if b]
+        )
+    return [(merged or b"", count) for merged, count in pipe.execute()] if unions else []
 
 
 def _read_blobs(client, names: list[UvDay]) -> dict[UvDay, list[bytes]]:
