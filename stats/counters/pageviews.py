@@ -155,13 +155,17 @@ def delete_unchanged(client, buckets: list[BucketRead]) -> int:
     return sum(pipe.execute())
 
 
-def read_live(client, code: str, stamps: list[str]) -> list[list[tuple[int, int, str]]]:
+def read_live(
+    client, code: str, stamps: list[str], *, partitions: list[int] | None = None
+) -> list[list[tuple[int, int, str]]]:
     """For each of ``code``'s buckets ``stamps``, the ``(tree, self, gen)`` of every partition's key that
-    exists; one round trip (a script call per partition)."""
+    exists; one round trip (a script call per partition). ``partitions``: ``known_partitions``, when the
+    caller has already read them for this request."""
     found: list[list[tuple[int, int, str]]] = [[] for _ in stamps]
     if not stamps:
         return found
-    partitions = known_partitions(client)
+    if partitions is None:
+        partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)
     for partition in partitions:
         _READ.queue(pipe, keys=[keys.pv_bucket(partition, code, s) for s in stamps])

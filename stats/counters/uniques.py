@@ -87,9 +87,10 @@ def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes,
     return [(merged or b"", count) for merged, count in pipe.execute()] if unions else []
 
 
-def _read_blobs(client, names: list[UvDay]) -> dict[UvDay, list[bytes]]:
+def _read_blobs(client, names: list[UvDay], partitions: list[int] | None) -> dict[UvDay, list[bytes]]:
     """The bytes of every partition's HyperLogLog of each of ``names``, in one round trip."""
-    partitions = known_partitions(client) if names else []
+    if partitions is None:
+        partitions = known_partitions(client) if names else []
     pipe = client.pipeline(transaction=False)
     for name in names:
         for partition in partitions:
@@ -98,10 +99,18 @@ def _read_blobs(client, names: list[UvDay]) -> dict[UvDay, list[bytes]]:
     return {name: [blob for _ in partitions if (blob := next(replies))] for name in names}
 
 
-def union_counts(client, unions: list[tuple[Iterable[bytes | None], Iterable[UvDay]]]) -> list[int]:
-    """Return the UV of each union of stored HyperLogLog blobs and live partner-days held in Redis."""
+def union_counts(
+    client,
+    unions: list[tuple[Iterable[bytes | None], Iterable[UvDay]]],
+    *,
+    partitions: list[int] | None = None,
+) -> list[int]:
+    """Return the UV of each union of stored HyperLogLog blobs and live partner-days held in Redis.
+
+    ``partitions``: ``known_partitions``, when the caller has already read them for this request.
+    """
     unions = [(list(blobs), list(names)) for blobs, names in unions]
-    live = _read_blobs(client, list({name for _, names in unions for name in names}))
+    live = _read_blobs(client, list({name for _, names in unions for name in names}), partitions)
     return [
         count
         for _, count in merged_counts(

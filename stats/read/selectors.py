@@ -33,6 +33,7 @@ from stats.conf import stats_setting
 from stats.counters import pageviews
 from stats.counters.uniques import SELF, TREE, UvDay, union_counts
 from stats.models import BucketStat, DailyStat
+from stats.pipeline.partitions import known_partitions
 
 
 class DayNumbers(NamedTuple):
@@ -89,13 +90,13 @@ def _live_starts(days: list[dt.date], now: dt.datetime) -> tuple[list[dt.datetim
 
 
 def _read_live_buckets(
-    code: str, starts: list[dt.datetime], stamps: list[str]
+    code: str, starts: list[dt.datetime], stamps: list[str], partitions: list[int] | None = None
 ) -> list[tuple[dt.datetime, int, int, str]]:
     """``(start, pv, pv_self, generation)`` of each of ``code``'s bucket keys Redis holds (one per Kafka
     partition that counted views in it)."""
     if not starts:
         return []
-    found = pageviews.read_live(get_redis_connection("default"), code, stamps)
+    found = pageviews.read_live(get_redis_connection("default"), code, stamps, partitions=partitions)
     return [
         (start, tree, own, generation)
         for start, keys_found in zip(starts, found, strict=True)
@@ -230,14 +231,18 @@ def _sql(query: str, params: list) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _live_pv(*, partner: Partner, days: list[dt.date], now: dt.datetime) -> dict[dt.date, tuple[int, int]]:
+def _live_pv(
+    *, partner: Partner, days: list[dt.date], now: dt.datetime, partitions: list[int]
+) -> dict[dt.date, tuple[int, int]]:
     """``(pv, pv_self)`` of each day, including unflushed counts: what ``_bucket_series`` sums, without the series.
 
     Per day, the flushed bucket rows summed in SQL, minus the rows whose (bucket, generation) Redis holds a
     newer absolute count of, plus those counts.
     """
     found: dict[dt.date, list[tuple[dt.datetime, int, int, str]]] = defaultdict(list)
-    for start, pv, pv_self, generation in _read_live_buckets(partner.code, *_live_starts(days, now)):
+    for start, pv, pv_self, generation in _read_live_buckets(
+        partner.code, *_live_starts(days, now), partitions
+    ):
         found[start.date()].append((start, pv, pv_self, generation))
     quote, adapt = connection.ops.quote_name, connection.ops.adapt_datetimefield_value
     table, start_, generation_ = quote(BucketStat._meta.db_table), quote("start"), quote("generation")
@@ -298,13 +303,15 @@ def _open_days(*, partner: Partner, first: dt.date, end: dt.date, now: dt.dateti
     ]
     live = {}
     if live_days:
-        pv = _live_pv(partner=partner, days=live_days, now=now)
+        client = get_redis_connection("default")
+        partitions = known_partitions(client)  # once for both reads
+        pv = _live_pv(partner=partner, days=live_days, now=now, partitions=partitions)
         unions = []
         for day in live_days:
             hll, hll_self = stored[day][2] if day in stored else (None, None)
             for scope, blob in ((TREE, hll), (SELF, hll_self)):
                 unions.append(([blob], [UvDay(partner.code, stamp_day(day), scope)]))
-        uv_counts = iter(union_counts(get_redis_connection("default"), unions))
+        uv_counts = iter(union_counts(client, unions, partitions=partitions))
         live = {day: (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts)) for day in live_days}
     days = []
     for day in all_days:
