@@ -46,16 +46,19 @@ def pytest_configure(config) -> None:
         config.pluginmanager.register(DurationsRecorder(Path(path)), "cps-durations-recorder")
 
 
-def _read(path: Path) -> tuple[dict[str, dict[str, float]], float | None]:
+def _read(path: Path) -> tuple[dict[str, dict[str, float]], int, float | None]:
+    """Times per test id (a test parametrized under one id, like the schema fuzz test, adds its runs up), how
+    many tests ran, and the pass's wall time."""
     tests: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(PHASES, 0.0))
-    wall = None
+    runs, wall = 0, None
     for raw in path.read_text(encoding="utf-8").splitlines():
         line = json.loads(raw)
         if "wall_seconds" in line:
             wall = line["wall_seconds"]
         else:
             tests[line["nodeid"]][line["when"]] += line["seconds"]
-    return tests, wall
+            runs += line["when"] == "call"
+    return tests, runs, wall
 
 
 def _folder(nodeid: str) -> str:
@@ -75,13 +78,13 @@ def _table(headers: tuple[str, ...], rows: list[tuple]) -> str:
 
 
 def report(path: Path, slowest: int) -> str:
-    tests, wall = _read(path)
+    tests, runs, wall = _read(path)
     total = {nodeid: sum(phases.values()) for nodeid, phases in tests.items()}
     fixtures = sum(phases["setup"] + phases["teardown"] for phases in tests.values())
     bodies = sum(phases["call"] for phases in tests.values())
 
     out = [
-        f"## {path.name}: {len(tests)} tests, {fixtures + bodies:,.1f} s of test time, wall {wall or '?'} s",
+        f"## {path.name}: {runs} tests, {fixtures + bodies:,.1f} s of test time, wall {wall or '?'} s",
         "",
     ]
     ranked = sorted(total, key=total.get, reverse=True)[:slowest]
