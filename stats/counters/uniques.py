@@ -80,10 +80,10 @@ def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes,
     """
     pipe = client.pipeline(transaction=False)
     for blobs in unions:
+        blobs = [bytes(blob) for blob in blobs if blob]
         target = redis_keys.scratch(uuid.uuid4().hex)
-        _MERGE.queue(
-            pipe, keys=[target, redis_keys.scratch_part(target, 1)], args=[bytes(b) for b in blobs if b]
-        )
+        parts = [redis_keys.scratch_part(target, n) for n in range(1, len(blobs))]
+        _MERGE.queue(pipe, keys=[target, *parts], args=blobs)
     return [(merged or b"", count) for merged, count in pipe.execute()] if unions else []
 
 
