@@ -129,6 +129,11 @@ def offset(group: str, topic: str, partition: int) -> str:
     return f"{partition_tag(partition)}:offset:{group}:{topic}"
 
 
+def counters_version(partition: int) -> str:
+    """A token that every write to the partition's counters replaces (``stats.pipeline.partitions``)."""
+    return f"{partition_tag(partition)}:version"
+
+
 def dead_letter_counts(partition: int) -> str:
     return f"{partition_tag(partition)}:deadletters"
 
@@ -138,6 +143,13 @@ def dead_letter_counts(partition: int) -> str:
 
 def pv_bucket(partition: int, code: str, stamp: str) -> str:
     return f"{partition_tag(partition)}:pv:{code}:{stamp}"
+
+
+def pv_buckets(partition: int, code: str, stamps: list[str]) -> list[str]:
+    """``pv_bucket`` of each of ``stamps``: the API reads a day's 288 per partition on every request, and the
+    tag, read once, costs more than the rest of a key (the prefix comes from the lazy settings object)."""
+    head = f"{partition_tag(partition)}:pv:{code}:"
+    return [head + stamp for stamp in stamps]
 
 
 def parse_pv_bucket(key: str) -> tuple[str, str]:

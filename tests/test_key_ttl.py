@@ -58,6 +58,8 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         # Read back after any silence: a consumer restart, the last success of a weekly job.
         (f"{partition}:offset:", 365 * ONE_DAY),
         (f"{partition}:deadletters", 365 * ONE_DAY),
+        # Read by every live API answer, written by every batch: a day without traffic must not expire it.
+        (f"{partition}:version", 365 * ONE_DAY),
         (f"{partition}:metrics:", 365 * ONE_DAY),
         (f"{shared}:metrics:", 365 * ONE_DAY),
         (f"{shared}:partitions", 365 * ONE_DAY),

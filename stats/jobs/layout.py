@@ -20,7 +20,7 @@ from redis.exceptions import ResponseError
 
 from cpsproject.common.locks import job_lock
 from stats import keys
-from stats.pipeline.partitions import queue_register
+from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
 from stats.pipeline.registry import layout_upgrades
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,11 @@ def upgrade_layout(*, wait_seconds: float = 120) -> int:
         for name, upgrade in layout_upgrades().items():
             moved += upgrade(client)
             logger.debug("layout upgrade of %s done", name)
+        if moved:  # counters appeared under the partitions' tags: what readers derived before is stale
+            pipe = client.pipeline(transaction=False)
+            for partition in known_partitions(client):
+                queue_new_version(pipe, partition)
+            pipe.execute()
         client.set(keys.layout_version(), LAYOUT_VERSION, ex=keys.LONG_TTL)
     if moved:
         logger.info(

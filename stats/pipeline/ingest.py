@@ -25,7 +25,7 @@ from stats.pipeline.archive import get_archive
 from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
 from stats.pipeline.events import Reason
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.partitions import known_partitions, queue_register
+from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
 from stats.pipeline.registry import CounterWrites, Event, queue_counters
 from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
 
@@ -131,8 +131,11 @@ def _recorded_writes(partition: Partition) -> CounterWrites:
 
 def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
     """Counter writes straight onto the pipeline ``pipe``, with no offset to move them with: for tools that fill
-    Redis without a Kafka source (the bench, tests racing a flush)."""
+    Redis without a Kafka source (the bench, tests racing a flush). The partition's new version goes first on
+    the pipeline, which is no transaction: a reader that runs in the middle of it may keep what it read until
+    the next write."""
     queue_register(pipe, partition)
+    queue_new_version(pipe, partition)
     return CounterWrites(partition, fenced=pipe, idempotent=pipe)
 
 
@@ -344,6 +347,7 @@ def _apply_partition(
             if dead:
                 pipe.expire(keys.dead_letter_counts(number), keys.LONG_TTL)
             pipe.set(offset_key, next_offset, ex=keys.LONG_TTL)
+            queue_new_version(pipe, number)
             pipe.execute()
             return None
         except WatchError:

@@ -1,10 +1,18 @@
-"""Which Kafka partitions have counters in Redis: what every read that combines the partitions walks.
+"""Which Kafka partitions have counters in Redis, and which version of them: what every read that combines
+the partitions walks.
 
 Each partition's increments live under its own hash tag (``stats.keys.partition_tag``); this set, on the
 shared prefix, names the partitions that ever wrote any. A batch adds its partition before its transaction
 (SADD: a replay changes nothing), so a reader that finds a partition's counters also finds it here.
+
+Each partition's version (``keys.counters_version``) is a random token that every write to its counters
+replaces, in the same transaction. A reader may keep what it derived from the counters for as long as the
+versions it read them at are still current: a flush moves counts from Redis to SQL without changing any sum
+a reader makes of the two, so only a write makes such a result stale. Random, not a counter, so that a Redis
+restarted empty cannot bring an old version back.
 """
 
+import uuid
 from collections import Counter
 from collections.abc import Callable
 
@@ -18,6 +26,19 @@ def queue_register(pipe, partition: int) -> None:
 
 def known_partitions(client) -> list[int]:
     return sorted(int(member) for member in client.smembers(keys.partitions()))
+
+
+def queue_new_version(pipe, partition: int) -> None:
+    """Queue the write of a new version of ``partition``'s counters, with (in the transaction of) the writes."""
+    pipe.set(keys.counters_version(partition), uuid.uuid4().hex, ex=keys.LONG_TTL)
+
+
+def counter_versions(client, partitions: list[int]) -> tuple[bytes | None, ...]:
+    """The current version of each of ``partitions``' counters, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for partition in partitions:
+        pipe.get(keys.counters_version(partition))
+    return tuple(pipe.execute()) if partitions else ()
 
 
 def summed_hashes(client, key_of: Callable[[int], str]) -> Counter[str]:

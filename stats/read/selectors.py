@@ -7,7 +7,7 @@ and the flushed row otherwise. A day's live UV is the stored HyperLogLog merged 
 import bisect
 import datetime as dt
 import functools
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import NamedTuple
 
 import orjson
@@ -18,6 +18,7 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import (
     day_bounds,
     local_day,
@@ -33,7 +34,7 @@ from stats.conf import stats_setting
 from stats.counters import pageviews
 from stats.counters.uniques import SELF, TREE, UvDay, union_counts
 from stats.models import BucketStat, DailyStat
-from stats.pipeline.partitions import known_partitions
+from stats.pipeline.partitions import counter_versions, known_partitions
 
 
 class DayNumbers(NamedTuple):
@@ -292,6 +293,42 @@ def _as_bytes(value: bytes | memoryview | None) -> bytes | None:
     return bytes(value) if value is not None else None
 
 
+# A live day's numbers, by (prefix, partner, day, the partitions' counter versions, the last bucket read): a
+# result is found again only while no write has touched the counters it was read from (see
+# ``stats.pipeline.partitions``). Reading a day's 288 buckets per partition cost the API most of its CPU, and
+# Redis as much again, on every request.
+_LIVE_DAYS: OrderedDict[tuple, tuple[int, int, int, int]] = OrderedDict()
+_LIVE_DAYS_KEPT = 4096
+
+
+def _live_numbers(
+    *, partner: Partner, days: list[dt.date], now: dt.datetime, stored: dict[dt.date, tuple]
+) -> dict[dt.date, tuple[int, int, int, int]]:
+    """``(pv, uv, pv_self, uv_self)`` of each live day: flushed rows plus what Redis holds."""
+    client = get_redis_connection("default")
+    partitions = known_partitions(client)  # once for the versions, the page views and the UV
+    versions = counter_versions(client, partitions)
+    last_bucket = _live_starts(days[-1:], now)[1][-1:]  # a moment asked about earlier reads fewer buckets
+    cache_key = (redis_keys.prefix(), partner.code, versions, tuple(last_bucket))
+    live = {day: _LIVE_DAYS[(*cache_key, day)] for day in days if (*cache_key, day) in _LIVE_DAYS}
+    missing = [day for day in days if day not in live]
+    if not missing:
+        return live
+    pv = _live_pv(partner=partner, days=missing, now=now, partitions=partitions)
+    unions = []
+    for day in missing:
+        hll, hll_self = stored[day][2] if day in stored else (None, None)
+        for scope, blob in ((TREE, hll), (SELF, hll_self)):
+            unions.append(([blob], [UvDay(partner.code, stamp_day(day), scope)]))
+    uv_counts = iter(union_counts(client, unions, partitions=partitions))
+    for day in missing:
+        live[day] = (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts))
+        if len(_LIVE_DAYS) >= _LIVE_DAYS_KEPT:
+            _LIVE_DAYS.popitem(last=False)  # the oldest entry (atomic, where a threaded server shares it)
+        _LIVE_DAYS[(*cache_key, day)] = live[day]
+    return live
+
+
 def _open_days(*, partner: Partner, first: dt.date, end: dt.date, now: dt.datetime) -> list[DayNumbers]:
     """One entry per day from ``first`` to ``end``, read from SQL, with what Redis holds for the days still live."""
     all_days = [first + dt.timedelta(days=n) for n in range((end - first).days + 1)]
@@ -301,18 +338,7 @@ def _open_days(*, partner: Partner, first: dt.date, end: dt.date, now: dt.dateti
     live_days = [
         day for day in all_days if not (day in stored and stored[day][1]) and _may_have_redis_keys(day, now)
     ]
-    live = {}
-    if live_days:
-        client = get_redis_connection("default")
-        partitions = known_partitions(client)  # once for both reads
-        pv = _live_pv(partner=partner, days=live_days, now=now, partitions=partitions)
-        unions = []
-        for day in live_days:
-            hll, hll_self = stored[day][2] if day in stored else (None, None)
-            for scope, blob in ((TREE, hll), (SELF, hll_self)):
-                unions.append(([blob], [UvDay(partner.code, stamp_day(day), scope)]))
-        uv_counts = iter(union_counts(client, unions, partitions=partitions))
-        live = {day: (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts)) for day in live_days}
+    live = _live_numbers(partner=partner, days=live_days, now=now, stored=stored) if live_days else {}
     days = []
     for day in all_days:
         if day in live:

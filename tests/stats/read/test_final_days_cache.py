@@ -159,3 +159,25 @@ def test_the_json_and_the_csv_list_the_same_days_across_months_and_states():
             (d["date"], d["pv"], d["uv"], d["pv_self"], d["uv_self"], "true" if d["reconciled"] else "false")
             for d in body["days"]
         ]
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_a_live_day_kept_between_requests_follows_every_write_and_survives_a_flush():
+    """The live day's numbers are kept while no batch has written to the partitions: each write shows at once."""
+    create_tree()
+    client = portal_client("A1")
+    feed(
+        [pv_event(at("2026-11-23 11:00"), "A1", "u1"), pv_event(at("2026-11-23 11:00"), "A1a", "u2")], now=NOW
+    )
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (2, 2, 1, 1, False)}
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (2, 2, 1, 1, False)}  # kept
+
+    feed([pv_event(at("2026-11-23 11:01"), "A1a", "u3")], now=NOW)  # same bucket
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (3, 3, 1, 1, False)}
+    flush(now=NOW, include_open=True)  # from Redis to SQL: no sum changes
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (3, 3, 1, 1, False)}
+    feed([pv_event(at("2026-11-23 11:02"), "A1", "u1")], now=NOW, partition=1)  # another partition, same user
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (4, 3, 2, 1, False)}
+    flush(now=NOW, include_open=True)
+    feed([pv_event(at("2026-11-23 11:03"), "A1", "u4")], now=NOW)
+    assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (5, 4, 3, 2, False)}
