@@ -18,7 +18,6 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from cpsproject.common import redis_keys
 from cpsproject.common.timeutil import (
     day_bounds,
     local_day,
@@ -309,7 +308,8 @@ def _live_numbers(
     partitions = known_partitions(client)  # once for the versions, the page views and the UV
     versions = counter_versions(client, partitions)
     last_bucket = _live_starts(days[-1:], now)[1][-1:]  # a moment asked about earlier reads fewer buckets
-    cache_key = (redis_keys.prefix(), partner.code, versions, tuple(last_bucket))
+    # The partition registry's name stands for the key prefix: another prefix's counters are another cache.
+    cache_key = (keys.partitions(), partner.code, versions, tuple(last_bucket))
     live = {day: _LIVE_DAYS[(*cache_key, day)] for day in days if (*cache_key, day) in _LIVE_DAYS}
     missing = [day for day in days if day not in live]
     if not missing:
