@@ -381,9 +381,8 @@ class _RenderedMonth(NamedTuple):
     jsons: tuple[bytes | None, ...]  # each day's ``day_json``; None where the day is not final
     pv_before: tuple[int, ...]  # pv_before[i]: the PV of the days before day i
     zeros_before: tuple[int, ...]  # zeros_before[i]: how many days before day i are unreconciled zeros
-    open_from: tuple[
-        int, ...
-    ]  # open_from[i]: the first day from day i on that is not final (or the month's end)
+    # open_from[i]: the first day from day i on that is not final (or the month's length)
+    open_from: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=4096)
