@@ -55,14 +55,19 @@ def test_consumer_killed_at_random_points_counts_every_event_once(kafka_settings
                 continue
         else:
             child = children.start("consume", "--batch-size", "300")
+            # A random moment one to four batches in. A random time after the first batch let a fast consumer
+            # count 10,500 of the 12,000 messages before the first kill, and the topic ran dry before the
+            # third.
+            target = min(before + 300 * rng.randint(1, 4), len(values))
             wait_until(
-                lambda before=before, child=child: (
-                    counted_in_redis(kafka_settings) > before or not child.alive()
+                lambda target=target, child=child: (
+                    counted_in_redis(kafka_settings) >= target or not child.alive()
                 ),
                 seconds=120,
-                what="the consumer to count a batch",
+                what="the consumer to count a few batches",
+                every=0.005,
             )
-            time.sleep(rng.uniform(0, 0.8))
+            time.sleep(rng.uniform(0, 0.02))  # anywhere inside the batch that follows
             if not child.alive():
                 continue
             child.process.send_signal(signal.SIGKILL)
