@@ -55,7 +55,6 @@ Pipeline metrics (``stats.pipeline.metrics``; read at scrape time by ``stats.rea
 import functools
 import itertools
 
-from django.conf import settings
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS as SLOTS
 from redis.crc import key_slot
 
@@ -101,7 +100,8 @@ _TWELFTHS = (0, 6, 10, 3, 5, 8, 1, 7, 11, 4, 2, 9)
 
 
 @functools.lru_cache(maxsize=4096)
-def _partition_tag(base: str, partition: int) -> str:
+def _partition_tag(shared_tag: str, partition: int) -> str:
+    base = shared_tag[1:-1]  # "{P}" -> "P"
     twelfth = _TWELFTHS[partition % len(_TWELFTHS)]
     low, high = twelfth * SLOTS // 12, (twelfth + 1) * SLOTS // 12
     for attempt in itertools.count():
@@ -114,7 +114,9 @@ def _partition_tag(base: str, partition: int) -> str:
 def partition_tag(partition: int) -> str:
     """The hash tag of every key a Kafka partition's batches increment: ``{P:p7}``, or ``{P:p7.n}`` for the
     first ``n`` that puts it in the partition's share of the slots (see ``_TWELFTHS``)."""
-    return _partition_tag(settings.CPS_REDIS_PREFIX, partition)
+    # Keyed by the cached prefix, not the setting: reading a setting through Django's lazy object cost more
+    # than the rest of a key, and the API and the consumer build thousands of keys at a time.
+    return _partition_tag(prefix(), partition)
 
 
 def partitions() -> str:
@@ -143,13 +145,6 @@ def dead_letter_counts(partition: int) -> str:
 
 def pv_bucket(partition: int, code: str, stamp: str) -> str:
     return f"{partition_tag(partition)}:pv:{code}:{stamp}"
-
-
-def pv_buckets(partition: int, code: str, stamps: list[str]) -> list[str]:
-    """``pv_bucket`` of each of ``stamps``: the API reads a day's 288 per partition on every request, and the
-    tag, read once, costs more than the rest of a key (the prefix comes from the lazy settings object)."""
-    head = f"{partition_tag(partition)}:pv:{code}:"
-    return [head + stamp for stamp in stamps]
 
 
 def parse_pv_bucket(key: str) -> tuple[str, str]:

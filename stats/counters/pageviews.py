@@ -168,7 +168,7 @@ def read_live(
         partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)
     for partition in partitions:
-        _READ.queue(pipe, keys=keys.pv_buckets(partition, code, stamps))
+        _READ.queue(pipe, keys=[keys.pv_bucket(partition, code, stamp) for stamp in stamps])
     for reply in pipe.execute():
         for at, line in enumerate(reply.decode().split("\n")):
             if line != MISSING:
