@@ -16,9 +16,9 @@ from tests.factories import create_tree, pv_event
 
 pytestmark = pytest.mark.django_db
 
-# Generous for a page that reads SQL and Redis on a busy 2-core machine (about 0.1 s here), far below the
-# 1.5 s the lag probe used to cost every load when Kafka was out of reach.
-PAGE_SECONDS = 0.3
+# A page that reads SQL and Redis takes about 0.1 s here; a load that waited on a Kafka probe would take at
+# least the probe's 1.5 s timeout. The bound sits between the two so that a loaded machine does not fail it.
+PAGE_SECONDS = 1.0
 
 
 @pytest.fixture
@@ -53,10 +53,9 @@ def test_the_dashboard_shows_the_lag_recorded_and_when_its_end_offsets_were_seen
         group=settings.KAFKA_GROUP_ID,
         now=now,
     )
-    elapsed, html = timed_get(boss, "/admin/")
+    html = timed_get(boss, "/admin/")[1]
     table = html[html.index('id="consumer-lag"') : html.index("</table>", html.index('id="consumer-lag"'))]
     rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", table)
     assert rows == [("0", "10", "40", "30"), ("1", "—", "7", "7")]
     seen = re.search(r'id="lag-seen">([^<]*)<', html).group(1)
     assert seen == f"End offsets as seen at {date_format(to_local(now), 'DATETIME_FORMAT')}."
-    assert elapsed < PAGE_SECONDS
