@@ -470,3 +470,28 @@ def test_the_configuration_page_lists_every_option(header: str, defaults: dict) 
 def test_the_event_contract_lists_every_dead_letter_reason() -> None:
     documented = table_rows(EVENTS, "reason")
     assert sorted(documented) == sorted(DeadLetter.Reason.values)
+
+
+LINK = re.compile(r"\]\((?!https?://)([^)#\s]*)(?:#([^)\s]+))?\)")
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """Return the anchors GitHub gives ``page``'s headings: lower case, punctuation dropped, spaces to hyphens."""
+    anchors = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if heading := re.match(r"^#+\s+(.*)$", line):
+            text = re.sub(r"[^\w\- ]", "", heading.group(1).lower())
+            anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+def test_every_link_between_the_pages_lands() -> None:
+    problems = []
+    for page in PAGES:
+        for target, anchor in LINK.findall(page.read_text(encoding="utf-8")):
+            path = (page.parent / target).resolve() if target else page
+            if not path.exists():
+                problems.append(f"{page.relative_to(ROOT)}: link to {target}, which does not exist")
+            elif anchor and anchor not in heading_anchors(path):
+                problems.append(f"{page.relative_to(ROOT)}: link to {target}#{anchor}, no such heading")
+    assert not problems, "\n".join(problems)
