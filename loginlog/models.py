@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy as _
 
 
@@ -24,7 +25,11 @@ class LoginMonth(models.Model):
         ordering = ["-month", "user_type", "user_id"]
 
     def __str__(self) -> str:
-        return f"{self.user_type} {self.user_id} {self.month:%Y-%m}: {self.day_numbers()}"
+        return _("%(user_type)s %(user_id)s, %(month)s") % {
+            "user_type": self.user_type,
+            "user_id": self.user_id,
+            "month": date_format(self.month, "YEAR_MONTH_FORMAT"),
+        }
 
     def day_numbers(self) -> list[int]:
         return [d for d in range(1, 32) if self.days >> (d - 1) & 1]
