@@ -156,8 +156,9 @@ class Ranked:
     pv: int
 
 
-def _rankings(now: dt.datetime) -> list[tuple[str, list[Ranked]]]:
-    boards = {name: top_partners(window=name, limit=TOP_LIMIT, now=now) for name in windows()}
+def _rankings(now: dt.datetime, *, scope: str) -> list[tuple[str, list[Ranked]]]:
+    """Each window's top partners: by their subtree's PV, or with ``scope="self"`` by their own."""
+    boards = {name: top_partners(window=name, scope=scope, limit=TOP_LIMIT, now=now) for name in windows()}
     codes = {entry.partner for board in boards.values() for entry in board}
     names = dict(Partner.objects.filter(code__in=codes).values_list("code", "name"))
     return [
@@ -292,7 +293,7 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "chart": chart,
         "minute_chart": minute_chart,
         "minute_total": sum(count for _moment, count in minutes),
-        "rankings": _rankings(now),
+        "rankings": _rankings(now, scope=scope),
         "health": pipeline_health(today=today),
         # The partner picker's suggestions: every partner, the tree in order (a few kB per hundred partners).
         "choices": Partner.objects.order_by("path").values_list("code", "name", "level"),

@@ -83,3 +83,16 @@ def test_the_last_hours_chart_follows_the_scope(boss, two_days, params, today_pv
     chart = html[html.index('id="last-hour"') :]
     chart = chart[: chart.index("</svg>")]
     assert dict(re.findall(r'data-label="([^"]+)" data-value="(\d+)"', chart))["08:30"] == minute_total
+
+
+def test_the_rankings_follow_the_scope(boss, two_days):
+    def board(html: str) -> list[tuple[str, str]]:
+        table = html[html.index('id="top-24h"') : html.index('id="top-7d"')]
+        return re.findall(r'<td><a [^>]*>([^<]+)</a>.*?<td class="pv">(\d+)</td>', table, re.S)
+
+    # The last 24 hours: yesterday noon and this morning. Subtrees: A 8, A1 8, A1a 2, B 1.
+    assert board(boss.get("/admin/").content.decode()) == [("A", "8"), ("A1", "8"), ("A1a", "2"), ("B", "1")]
+    # Own views: A1 by u1 u2 u3 u1 and u1 u5, A1a 2, B 1; A has none of its own.
+    html = boss.get("/admin/", {"scope": "self"}).content.decode()
+    assert board(html) == [("A1", "6"), ("A1a", "2"), ("B", "1")]
+    assert "Top partners by own PV, last 24h" in html
