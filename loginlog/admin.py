@@ -12,16 +12,9 @@ from django.utils.translation import gettext_lazy
 
 from cpsproject.common.admin_csv import CsvExportMixin
 from cpsproject.common.timeutil import local_day
-from loginlog.models import LoginMonth
+from loginlog.models import LoginMonth, user_type_label
 from loginlog.selectors import active_user_count, login_days
 from loginlog.validation import LoginRejected, user_types, validate_login
-
-# The configured user types as staff read them; a type added in the settings shows as it is spelled.
-USER_TYPE_LABELS = {"client": gettext_lazy("client"), "office": gettext_lazy("office")}
-
-
-def user_type_label(user_type: str) -> str:
-    return str(USER_TYPE_LABELS.get(user_type, user_type))
 
 
 class UserTypeFilter(admin.SimpleListFilter):

@@ -245,6 +245,6 @@ def test_login_pages_in_chinese_name_types_months_and_days_in_chinese(settings, 
         ("客户", "2026年11月", "3, 21")
     ]
     view = page(admin_client, login_month_url(admin_client))
-    assert "2026年11月3日, 2026年11月21日" in view
+    assert "2026年11月3日, 2026年11月21日" in view and "客户 1001，2026年11月" in view
     activity = page(admin_client, "/admin/loginlog/loginmonth/activity/?user_type=client&user_id=1001")
     assert "客户 1001</strong>: 2 天" in activity and "day(s)" not in activity
