@@ -16,10 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework.exceptions import ValidationError
 
 from cpsproject.common.admin_csv import csv_download
-from cpsproject.common.params import choice_param, date_range_params
+from cpsproject.common.params import choice_param, date_param, date_range_params
 from cpsproject.common.timeutil import local_day, to_local
 from partners.models import Partner
 from stats.counters.rankings import top_partners, windows
@@ -44,17 +45,25 @@ TOP_LIMIT = 10
 CHILD_COLOURS = 8  # children's lines take these colours in turn (admin.css: .series.c0 … .c7)
 
 
-def _error_text(exc: ValidationError) -> str:
-    """Join the messages of ``exc``: a parameter's detail is one message or a list of them."""
+# The date fields as the filters label them: a message names what the reader sees, not the query parameter.
+DATE_LABELS = {"start": gettext_lazy("From"), "end": gettext_lazy("to")}
 
-    def flat(detail) -> list[str]:
-        if isinstance(detail, dict):
-            return [message for value in detail.values() for message in flat(value)]
-        if isinstance(detail, list):
-            return [message for value in detail for message in flat(value)]
-        return [str(detail)]
 
-    return "; ".join(message.rstrip(".") for message in flat(exc.detail))
+def _date_problem(params, max_days: int) -> str:
+    """Why ``?start=&end=`` cannot be shown, naming the fields by their labels on the page."""
+    days = {}
+    for name in ("start", "end"):
+        try:
+            days[name] = date_param(params, name, default=dt.date.today())
+        except ValidationError:
+            raw = str(params.get(name, ""))
+            return _("“%(label)s” must be a date as YYYY-MM-DD, not “%(value)s”") % {
+                "label": DATE_LABELS[name],
+                "value": raw if len(raw) <= 40 else raw[:40] + "…",
+            }
+    if days["end"] < days["start"]:
+        return _("“%(to)s” is before “%(from)s”") % {"to": DATE_LABELS["end"], "from": DATE_LABELS["start"]}
+    return _("the range covers more than %(days)d days") % {"days": max_days}
 
 
 def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:
@@ -64,11 +73,11 @@ def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.dat
         start, end = date_range_params(
             request.GET, default_start=default[0], default_end=default[1], max_days=MAX_DAYS
         )
-    except ValidationError as exc:
+    except ValidationError:
         messages.warning(
             request,
             _("The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.")
-            % {"error": _error_text(exc), "start": default[0], "end": default[1]},
+            % {"error": _date_problem(request.GET, MAX_DAYS), "start": default[0], "end": default[1]},
         )
         return default
     if start > today:

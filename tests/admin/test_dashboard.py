@@ -76,7 +76,7 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
     assert response.status_code == 200
     html = response.content.decode()
     assert page_messages(html) == [
-        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-02-30'); "
+        "The date range was not understood (“From” must be a date as YYYY-MM-DD, not “2026-02-30”); "
         "showing 2026-10-24 to 2026-11-22 instead.",
         "No partner has the code or name NOPE; showing all traffic.",
         # The labels of the scope selector, not the values it sends ("tree", "self").
@@ -89,7 +89,7 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
 def test_a_bad_date_is_one_readable_sentence_naming_the_parameter(boss, two_days):
     html = boss.get("/admin/?start=2026-13-01&end=yesterday").content.decode()
     assert page_messages(html) == [
-        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-13-01'); "
+        "The date range was not understood (“From” must be a date as YYYY-MM-DD, not “2026-13-01”); "
         "showing 2026-10-24 to 2026-11-22 instead."
     ]
 

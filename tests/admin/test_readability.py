@@ -138,3 +138,24 @@ def test_a_daily_statistic_has_a_readable_title(settings, boss, two_days):
         assert str(site) == "无导流商的流量，2026年11月21日"
     html = boss.get(f"/admin/stats/dailystat/{row.pk}/change/").content.decode()
     assert "A1 Partner A1，2026年11月21日" in html and "pv=" not in html
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"end": "yesterday"}, "“to” must be a date as YYYY-MM-DD, not “yesterday”"),
+        ({"start": "2026-11-22", "end": "2026-11-01"}, "“to” is before “From”"),
+        ({"start": "2024-11-01", "end": "2026-11-22"}, "the range covers more than 366 days"),
+    ],
+)
+def test_a_bad_range_names_the_fields_by_their_labels(boss, two_days, params, problem):
+    html = boss.get("/admin/", params).content.decode()
+    assert page_messages(html) == [
+        f"The date range was not understood ({problem}); showing 2026-10-24 to 2026-11-22 instead."
+    ]
+
+
+def test_a_bad_range_in_chinese_names_the_chinese_labels(settings, boss, two_days):
+    settings.LANGUAGE_CODE = "zh-hans"
+    html = boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).content.decode()
+    assert page_messages(html) == ["无法识别日期范围（“至”早于“从”），改为显示 2026-10-24 至 2026-11-22。"]
