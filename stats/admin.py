@@ -53,6 +53,12 @@ def count_column(name: str, description: str, *, figure: str | None = None) -> C
     return column
 
 
+@admin.display(description=_("partner"), ordering="partner", empty_value=_("traffic without a partner"))
+def partner(obj) -> object:
+    """The row's partner; a row of the traffic with no partner says so, rather than the admin's "-"."""
+    return obj.partner
+
+
 class DateRangeFilter(admin.FieldListFilter):
     """``?date__gte=&date__lte=`` (inclusive) with a two-field form, beside the quick links of the date."""
 
@@ -152,7 +158,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
 
     list_display = [
         "date",
-        "partner",
+        partner,
         count_column("pv", _("PV"), figure="pv"),
         count_column("uv", _("UV"), figure="uv"),
         count_column("pv_self", _("own PV"), figure="pv_self"),
@@ -219,7 +225,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
 class BucketStatAdmin(ReadOnlyAdmin):
     list_display = [
         "start",
-        "partner",
+        partner,
         count_column("pv", _("PV")),
         count_column("pv_self", _("own PV")),
         count_column("bot_pv", _("bot PV")),
@@ -245,7 +251,7 @@ class BucketStatAdmin(ReadOnlyAdmin):
 class ReconcileDriftAdmin(ReadOnlyAdmin):
     list_display = [
         "date",
-        "partner",
+        partner,
         count_column("realtime_pv", _("realtime PV")),
         count_column("exact_pv", _("exact PV")),
         "pv_drift",

@@ -159,3 +159,8 @@ def test_a_bad_range_in_chinese_names_the_chinese_labels(settings, boss, two_day
     settings.LANGUAGE_CODE = "zh-hans"
     html = boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).content.decode()
     assert page_messages(html) == ["无法识别日期范围（“至”早于“从”），改为显示 2026-10-24 至 2026-11-22。"]
+
+
+def test_the_rows_without_a_partner_say_so(boss, two_days):
+    html = boss.get(DAILY, {"date__gte": "2026-11-21", "date__lte": "2026-11-21"}).content.decode()
+    assert ("traffic without a partner", "2") in result_rows(html, "partner", "pv")
