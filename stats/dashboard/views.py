@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework.exceptions import ValidationError
 
 from cpsproject.common.admin_csv import csv_download
-from cpsproject.common.params import choice_param, date_param, date_range_params
+from cpsproject.common.params import choice_param, date_param
 from cpsproject.common.timeutil import local_day, to_local
 from partners.models import Partner
 from stats.counters.rankings import top_partners, windows
@@ -49,54 +49,58 @@ CHILD_COLOURS = 8  # children's lines take these colours in turn (admin.css: .se
 DATE_LABELS = {"start": gettext_lazy("From"), "end": gettext_lazy("to")}
 
 
-def _date_problem(params, max_days: int) -> str:
-    """Why ``?start=&end=`` cannot be shown, naming the fields by their labels on the page."""
-    days = {}
-    for name in ("start", "end"):
-        try:
-            days[name] = date_param(params, name, default=dt.date.today())
-        except ValidationError:
-            raw = str(params.get(name, ""))
-            return _("“%(label)s” must be a date as YYYY-MM-DD, not “%(value)s”") % {
-                "label": DATE_LABELS[name],
-                "value": raw if len(raw) <= 40 else raw[:40] + "…",
-            }
-    if days["end"] < days["start"]:
-        return _("“%(to)s” is before “%(from)s”") % {"to": DATE_LABELS["end"], "from": DATE_LABELS["start"]}
-    return _("the range covers more than %(days)d days") % {"days": max_days}
+def _bad_date(params, name: str) -> str:
+    raw = str(params.get(name, ""))
+    return _("“%(label)s” must be a date as YYYY-MM-DD, not “%(value)s”") % {
+        "label": DATE_LABELS[name],
+        "value": raw if len(raw) <= 40 else raw[:40] + "…",
+    }
 
 
 def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:
-    """``?start=&end=``, or the last ``days`` days with a message; an end after today stops at today."""
+    """``?start=&end=``, by default the last ``days`` days; an end after today stops at today, with a message.
+
+    A range that cannot be shown gets a message naming the fields by their labels, and the default instead.
+    """
     default = (today - dt.timedelta(days=days - 1), today)
-    try:
-        start, end = date_range_params(
-            request.GET, default_start=default[0], default_end=default[1], max_days=MAX_DAYS
-        )
-    except ValidationError:
-        messages.warning(
-            request,
-            _("The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.")
-            % {"error": _date_problem(request.GET, MAX_DAYS), "start": default[0], "end": default[1]},
-        )
-        return default
-    if start > today:
+    dates, problem = {}, None
+    for name, fallback in zip(("start", "end"), default, strict=True):
+        try:
+            dates[name] = date_param(request.GET, name, default=fallback)
+        except ValidationError:
+            problem = problem or _bad_date(request.GET, name)
+    if problem is None and dates["start"] > today:
         messages.warning(
             request,
             _(
                 "The range starts on %(start)s, after today: no traffic is counted yet; showing %(first)s to "
                 "%(end)s instead."
             )
-            % {"start": start, "first": default[0], "end": default[1]},
+            % {"start": dates["start"], "first": default[0], "end": default[1]},
         )
         return default
-    if end > today:
+    if problem is None:
+        start, end = dates["start"], min(dates["end"], today)
+        if end < start:
+            problem = _("“%(to)s” is before “%(from)s”") % {
+                "to": DATE_LABELS["end"],
+                "from": DATE_LABELS["start"],
+            }
+        elif (end - start).days + 1 > MAX_DAYS:
+            problem = _("the range covers more than %(days)d days") % {"days": MAX_DAYS}
+    if problem is not None:
+        messages.warning(
+            request,
+            _("The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.")
+            % {"error": problem, "start": default[0], "end": default[1]},
+        )
+        return default
+    if dates["end"] > today:
         messages.warning(
             request,
             _("The end date %(end)s is in the future; showing %(start)s to today, %(today)s.")
-            % {"end": end, "start": start, "today": today},
+            % {"end": dates["end"], "start": start, "today": today},
         )
-        return start, today
     return start, end
 
 

@@ -95,6 +95,11 @@ def test_a_future_end_date_stops_at_today_and_says_so(boss, two_days):
         "The end date 2026-12-31 is in the future; showing 2026-11-20 to today, 2026-11-22."
     ]
     assert 'name="end" value="2026-11-22"' in html
+    # Far ahead, with the default start: still today, not a range "too long" to show.
+    far = boss.get("/admin/", {"end": "2099-01-01"}).content.decode()
+    assert page_messages(far) == [
+        "The end date 2099-01-01 is in the future; showing 2026-10-24 to today, 2026-11-22."
+    ]
     future = boss.get("/admin/", {"start": "2026-12-01", "end": "2026-12-31"}).content.decode()
     assert page_messages(future) == [
         "The range starts on 2026-12-01, after today: no traffic is counted yet; showing 2026-10-24 to "

@@ -273,6 +273,18 @@ def check_one_truth(browser, base: str, today: str, language: str) -> None:
     assert len(shared) >= 58
     assert {m: own[m] for m in shared} == {m: tree[m] - children[0][m] - children[1][m] for m in shared}
     assert sum(children[0][m] for m in shared) >= 2
+    # Several partners match: links to choose from; a code matches in any case.
+    page.goto(f"{base}/admin/?partner=north+media&end=2099-01-01")
+    links = page.locator("#partner-matches a")
+    assert links.count() >= 4 and "2099-01-01" in page.inner_text(
+        "ul.messagelist"
+    )  # the end clamped, said so
+    page.screenshot(path=shots / "dashboard-matches.png", full_page=True)
+    links.first.click()
+    page.wait_for_selector("#today-pv")
+    assert page.inner_text(".cps-subject").split()[0] == PARTNER
+    page.goto(f"{base}/admin/?partner={MIDDLE.lower()}")
+    assert page.inner_text(".cps-subject").split()[0] == MIDDLE
     api = api_day(page, base, today, MIDDLE)
     assert (tree_today, own_today) == (api["pv"], api["pv_self"])
 
