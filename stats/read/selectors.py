@@ -665,7 +665,10 @@ def daily_list_totals(*, queryset: QuerySet, now: dt.datetime, uv_max_rows: int)
     totals["bot_pv"] = (sums["bot_pv"] or 0) + (open_rows.order_by().aggregate(b=Sum("bot_pv"))["b"] or 0)
     listed = list(open_rows.select_related("partner"))
     live = open_row_numbers(rows=[(row.partner, row.date, False) for row in listed], now=now)
-    outermost = set(outermost_rows(open_rows).values_list("pk", flat=True))
+    # Outermost among every selected row: a reconciled parent row of that day holds an open child's views.
+    outermost = set(
+        outermost_rows(queryset).filter(pk__in=open_rows.values("pk")).values_list("pk", flat=True)
+    )
     for row in listed:
         figures = live[(row.partner_id, row.date)]
         totals["pv_self"] += figures.pv_self

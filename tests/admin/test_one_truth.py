@@ -96,3 +96,14 @@ def test_the_rankings_follow_the_scope(boss, two_days):
     html = boss.get("/admin/", {"scope": "self"}).content.decode()
     assert board(html) == [("A1", "6"), ("A1a", "2"), ("B", "1")]
     assert "Top partners by own PV, last 24h" in html
+
+
+def test_an_open_row_under_a_reconciled_parent_is_not_added_twice(boss, open_bucket):
+    from django.utils import timezone
+
+    from stats.models import DailyStat
+
+    # A's row of today closed (as a recount would) while A1's is still open: A's 2 views hold A1's.
+    DailyStat.objects.filter(partner=open_bucket["A"], date=TODAY).update(reconciled_at=timezone.now())
+    html = boss.get(DAILY, {"date__gte": "2026-11-22", "date__lte": "2026-11-22"}).content.decode()
+    assert totals(html)["pv"] == "3"  # A's 2 and the 1 view with no partner; A1's live 4 is inside A
