@@ -1,11 +1,15 @@
 """Today has one truth: the daily list, its CSV and totals, the dashboard and the API agree at one moment,
 and the dashboard's scope applies to every panel, the last hour's chart included."""
 
+import datetime as dt
 import re
 
 import pytest
+from django.utils import timezone
 
 from stats.jobs.flush import flush
+from stats.models import DailyStat
+from stats.read.selectors import open_list_days
 from tests.admin.conftest import CLOCK, TODAY
 from tests.admin.test_dashboard import text_of
 from tests.admin.test_lists import csv_of, totals
@@ -99,11 +103,22 @@ def test_the_rankings_follow_the_scope(boss, two_days):
 
 
 def test_an_open_row_under_a_reconciled_parent_is_not_added_twice(boss, open_bucket):
-    from django.utils import timezone
-
-    from stats.models import DailyStat
-
     # A's row of today closed (as a recount would) while A1's is still open: A's 2 views hold A1's.
     DailyStat.objects.filter(partner=open_bucket["A"], date=TODAY).update(reconciled_at=timezone.now())
     html = boss.get(DAILY, {"date__gte": "2026-11-22", "date__lte": "2026-11-22"}).content.decode()
     assert totals(html)["pv"] == "3"  # A's 2 and the 1 view with no partner; A1's live 4 is inside A
+
+
+@pytest.mark.parametrize(
+    ("moment", "first"),
+    [
+        ("2026-11-22 09:00", "2026-11-22"),
+        # Just after midnight yesterday's last bucket has not settled (5 minutes, then 5 more): still open.
+        ("2026-11-22 00:03", "2026-11-21"),
+        ("2026-11-22 00:09:59", "2026-11-21"),
+        ("2026-11-22 00:10", "2026-11-22"),
+    ],
+)
+def test_the_lists_read_live_today_and_yesterday_until_it_settles(moment, first):
+    now = at(moment)
+    assert open_list_days(now) == (dt.date.fromisoformat(first), now.date())
