@@ -166,11 +166,20 @@ class DailyStatAdmin(ReadOnlyAdmin):
         count_column("bot_pv", _("bot PV")),
         reconciled_at,
     ]
+    # The page of one row: the list's figures, then what the last flush stored apart for the drift.
+    fields = [
+        *list_display,
+        count_column("realtime_pv", _("realtime PV")),
+        count_column("realtime_pv_self", _("realtime own PV")),
+        count_column("realtime_uv", _("realtime UV")),
+        count_column("realtime_uv_self", _("realtime own UV")),
+        "updated_at",
+    ]
+    readonly_fields = fields
     list_filter = [("date", DateRangeFilter), "partner__level", ParentFilter, ReconciledFilter]
     search_fields = ["partner__code", "partner__name"]
     date_hierarchy = "date"
     list_select_related = ["partner"]
-    exclude = ["hll", "hll_self"]
     csv_fields = [
         (_("date"), "date"),
         (_("partner code"), "partner__code"),
@@ -201,6 +210,15 @@ class DailyStatAdmin(ReadOnlyAdmin):
                 queryset=changelist.queryset, now=now, uv_max_rows=TOTAL_UV_MAX_ROWS
             )
         return response
+
+    def get_object(self, request, object_id, from_field=None):
+        row = super().get_object(request, object_id, from_field)
+        if row is not None and row.reconciled_at is None:
+            now = timezone.now()
+            live = open_row_numbers(rows=[(row.partner, row.date, False)], now=now)
+            row.open_figures = live.get((row.partner_id, row.date))
+            row.open_as_of = to_local(now)
+        return row
 
     def csv_rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
         """The open days' rows with the figures the list shows (lookups: ``csv_fields``)."""

@@ -122,3 +122,12 @@ def test_an_open_row_under_a_reconciled_parent_is_not_added_twice(boss, open_buc
 def test_the_lists_read_live_today_and_yesterday_until_it_settles(moment, first):
     now = at(moment)
     assert open_list_days(now) == (dt.date.fromisoformat(first), now.date())
+
+
+def test_the_page_of_todays_row_shows_the_live_figures(boss, open_bucket):
+    row = DailyStat.objects.get(partner=open_bucket["A1"], date=TODAY)
+    html = boss.get(f"/admin/stats/dailystat/{row.pk}/change/").content.decode()
+    fields = dict(re.findall(r'<label>([^<]+):</label>\s*<div class="readonly">([^<]*)</div>', html))
+    assert fields["PV"] == "4" and fields["Own PV"] == "4" and fields["UV"] == "4"
+    assert fields["Reconciled at"] == "not yet: live, as of 09:00"
+    assert fields["Realtime PV"] == "2"  # what the last flush stored: the 08:30 views
