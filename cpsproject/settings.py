@@ -166,6 +166,9 @@ USE_TZ = True
 LANGUAGE_CODE = os.environ.get("CPS_LANGUAGE_CODE", "zh-hans")
 LANGUAGES = [("zh-hans", "简体中文"), ("en", "English")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Counts are grouped by thousands in every language (cpsproject/formats); USE_THOUSAND_SEPARATOR stays off so
+# that identifiers (user ids, offsets) stay as typed, and the admin groups the counts it shows.
+FORMAT_MODULE_PATH = ["cpsproject.formats"]
 USE_I18N = True
 
 STATIC_URL = "static/"

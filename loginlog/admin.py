@@ -1,26 +1,62 @@
 import datetime as dt
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from cpsproject.common.admin_csv import CsvExportMixin
 from cpsproject.common.timeutil import local_day
-from loginlog.models import LoginMonth
+from loginlog.models import LoginMonth, user_type_label
 from loginlog.selectors import active_user_count, login_days
 from loginlog.validation import LoginRejected, user_types, validate_login
 
 
+class UserTypeFilter(admin.SimpleListFilter):
+    title = gettext_lazy("user type")
+    parameter_name = "user_type"
+
+    def lookups(self, request, model_admin):
+        return [(user_type, user_type_label(user_type)) for user_type in user_types()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(user_type=self.value()) if self.value() else queryset
+
+
+class MonthFilter(admin.SimpleListFilter):
+    """The months that have rows, newest first: a row is a month, so "today" or "past 7 days" mean nothing."""
+
+    title = gettext_lazy("month")
+    parameter_name = "month"
+
+    def lookups(self, request, model_admin):
+        months = LoginMonth.objects.order_by("-month").values_list("month", flat=True).distinct()[:36]
+        return [(f"{month:%Y-%m}", date_format(month, "YEAR_MONTH_FORMAT")) for month in months]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        try:
+            month = dt.datetime.strptime(self.value(), "%Y-%m").date()
+        except ValueError as exc:
+            raise IncorrectLookupParameters(exc) from exc
+        return queryset.filter(month=month)
+
+
 @admin.register(LoginMonth)
 class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
-    list_display = ["user_type", "user_id", "month", "login_days"]
-    list_filter = ["user_type", "month"]
+    """Months synced from the login bitmaps: looked at (``loginlog.view_loginmonth``), never edited here."""
+
+    list_display = ["user_type_shown", "user_id", "month_shown", "login_days"]
+    list_filter = [UserTypeFilter, MonthFilter]
     search_fields = ["user_id"]
-    readonly_fields = ["user_type", "user_id", "month", "days", "synced_at"]
+    fields = ["user_type_shown", "user_id", "month_shown", "login_dates", "synced_at"]
+    readonly_fields = fields
     change_list_template = "admin/loginlog/loginmonth_change_list.html"
     csv_fields = [
         (gettext_lazy("user type"), "user_type"),
@@ -39,12 +75,32 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
         )
 
     # Viewing needs loginlog.view_loginmonth, as Django's admin asks by default ("statistics viewers" hold it).
+    # The sync writes the rows: nobody adds, changes or deletes one, so the page is a view with no buttons.
     def has_add_permission(self, request) -> bool:
         return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description=gettext_lazy("user type"), ordering="user_type")
+    def user_type_shown(self, obj: LoginMonth) -> str:
+        return user_type_label(obj.user_type)
+
+    @admin.display(description=gettext_lazy("month"), ordering="month")
+    def month_shown(self, obj: LoginMonth) -> str:
+        return date_format(obj.month, "YEAR_MONTH_FORMAT")
 
     @admin.display(description=gettext_lazy("days logged in"))
     def login_days(self, obj: LoginMonth) -> str:
         return ", ".join(map(str, obj.day_numbers()))
+
+    @admin.display(description=gettext_lazy("dates logged in"))
+    def login_dates(self, obj: LoginMonth) -> str:
+        dates = [obj.month.replace(day=day) for day in obj.day_numbers()]
+        return ", ".join(date_format(day, "SHORT_DATE_FORMAT") for day in dates) or "—"
 
     def get_urls(self):
         return [
@@ -64,7 +120,7 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
                 )
                 start = today - dt.timedelta(days=89)
                 calendar = {
-                    "user": f"{user_type} {user_id}",
+                    "user": f"{user_type_label(user_type)} {user_id}",
                     "days": login_days(user_type=user_type, user_id=user_id, start=start, end=today),
                 }
             except LoginRejected as exc:
@@ -77,9 +133,12 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "title": _("Login activity"),
-            "user_types": user_types(),
+            "user_types": [(user_type, user_type_label(user_type)) for user_type in user_types()],
             "calendar": calendar,
             "error": error,
-            "dau": {t: [(d, n, round(100 * n / peak)) for d, n in rows] for t, rows in dau.items()},
+            "dau": {
+                user_type_label(t): [(d, n, round(100 * n / peak)) for d, n in rows]
+                for t, rows in dau.items()
+            },
         }
         return TemplateResponse(request, "admin/loginlog/activity.html", context)

@@ -1,5 +1,13 @@
 from django.db import models
+from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy as _
+
+# The configured user types as staff read them; a type added in the settings shows as it is spelled.
+USER_TYPE_LABELS = {"client": _("client"), "office": _("office")}
+
+
+def user_type_label(user_type: str) -> str:
+    return str(USER_TYPE_LABELS.get(user_type, user_type))
 
 
 class LoginMonth(models.Model):
@@ -24,7 +32,11 @@ class LoginMonth(models.Model):
         ordering = ["-month", "user_type", "user_id"]
 
     def __str__(self) -> str:
-        return f"{self.user_type} {self.user_id} {self.month:%Y-%m}: {self.day_numbers()}"
+        return _("%(user_type)s %(user_id)s, %(month)s") % {
+            "user_type": user_type_label(self.user_type),
+            "user_id": self.user_id,
+            "month": date_format(self.month, "YEAR_MONTH_FORMAT"),
+        }
 
     def day_numbers(self) -> list[int]:
         return [d for d in range(1, 32) if self.days >> (d - 1) & 1]

@@ -1,16 +1,20 @@
+from collections.abc import Callable, Iterator
+
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ValidationError
-from django.db.models import BinaryField, Count, Sum
+from django.db.models import BinaryField, Count
 from django.db.models.functions import Length, Substr
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
-from django_redis import get_redis_connection
 
 from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.timeutil import to_local
 from partners.models import Partner
-from stats.counters.uniques import merged_counts
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
-from stats.read.selectors import outermost_rows
+from stats.read.selectors import DayNumbers, daily_list_totals, open_list_days, open_row_numbers
 
 
 class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
@@ -25,6 +29,34 @@ class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+def grouped(value: int | None) -> str:
+    """A count as the reader's language writes it (``50,533``); CSV keeps the raw number."""
+    return "—" if value is None else number_format(value, force_grouping=True)
+
+
+def count_column(name: str, description: str, *, figure: str | None = None) -> Callable[[object], str]:
+    """A ``list_display`` column showing the model field ``name`` grouped, sortable by it.
+
+    A function named after the field, so that the cell keeps the field's CSS class (``field-pv``); the admin
+    would display the field itself, ungrouped, for a ModelAdmin method of its name. ``figure``: the
+    ``DayNumbers`` field shown instead on a row whose day is still open (``open_figures``).
+    """
+
+    @admin.display(description=description, ordering=name)
+    def column(obj) -> str:
+        live = getattr(obj, "open_figures", None)
+        return grouped(getattr(live, figure) if live is not None and figure else getattr(obj, name))
+
+    column.__name__ = column.__qualname__ = name
+    return column
+
+
+@admin.display(description=_("partner"), ordering="partner", empty_value=_("traffic without a partner"))
+def partner(obj) -> object:
+    """The row's partner; a row of the traffic with no partner says so, rather than the admin's "-"."""
+    return obj.partner
 
 
 class DateRangeFilter(admin.FieldListFilter):
@@ -109,14 +141,45 @@ class ReconciledFilter(admin.SimpleListFilter):
 TOTAL_UV_MAX_ROWS = 400
 
 
+@admin.display(description=_("reconciled at"), ordering="reconciled_at")
+def reconciled_at(obj: DailyStat) -> str:
+    """When the day was reconciled; a day still open says that its figures are live, and as of when."""
+    if obj.reconciled_at is not None:
+        return date_format(to_local(obj.reconciled_at), "DATETIME_FORMAT")
+    if getattr(obj, "open_figures", None) is not None:
+        return _("not yet: live, as of %(time)s") % {"time": date_format(obj.open_as_of, "H:i")}
+    return "—"
+
+
 @admin.register(DailyStat)
 class DailyStatAdmin(ReadOnlyAdmin):
-    list_display = ["date", "partner", "pv", "uv", "pv_self", "uv_self", "bot_pv", "reconciled_at"]
+    """Stored days, except that a day still open (``open_list_days``) shows what the dashboard and the API
+    show: the flushed rows plus what Redis holds, marked as such in the "reconciled at" column."""
+
+    list_display = [
+        "date",
+        partner,
+        count_column("pv", _("PV"), figure="pv"),
+        count_column("uv", _("UV"), figure="uv"),
+        count_column("pv_self", _("own PV"), figure="pv_self"),
+        count_column("uv_self", _("own UV"), figure="uv_self"),
+        count_column("bot_pv", _("bot PV")),
+        reconciled_at,
+    ]
+    # The page of one row: the list's figures, then what the last flush stored apart for the drift.
+    fields = [
+        *list_display,
+        count_column("realtime_pv", _("realtime PV")),
+        count_column("realtime_pv_self", _("realtime own PV")),
+        count_column("realtime_uv", _("realtime UV")),
+        count_column("realtime_uv_self", _("realtime own UV")),
+        "updated_at",
+    ]
+    readonly_fields = fields
     list_filter = [("date", DateRangeFilter), "partner__level", ParentFilter, ReconciledFilter]
     search_fields = ["partner__code", "partner__name"]
     date_hierarchy = "date"
     list_select_related = ["partner"]
-    exclude = ["hll", "hll_self"]
     csv_fields = [
         (_("date"), "date"),
         (_("partner code"), "partner__code"),
@@ -134,29 +197,59 @@ class DailyStatAdmin(ReadOnlyAdmin):
         response = super().changelist_view(request, extra_context=extra_context)
         changelist = getattr(response, "context_data", {}).get("cl")
         if changelist is not None:
-            response.context_data["totals"] = self.totals(changelist.queryset)
+            now = timezone.now()  # one clock reading for the rows and the totals
+            rows = list(changelist.result_list)
+            live = open_row_numbers(
+                rows=[(row.partner, row.date, row.reconciled_at is not None) for row in rows], now=now
+            )
+            for row in rows:
+                row.open_figures = live.get((row.partner_id, row.date))
+                row.open_as_of = to_local(now)
+            changelist.result_list = rows
+            response.context_data["totals"] = daily_list_totals(
+                queryset=changelist.queryset, now=now, uv_max_rows=TOTAL_UV_MAX_ROWS
+            )
         return response
 
-    def totals(self, queryset) -> dict:
-        """Sum PV over the outermost filtered rows, own PV over all; UV is the union of their HyperLogLogs when few
-        enough, else None."""
-        sums = queryset.order_by().aggregate(rows=Count("pk"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
-        # A parent's PV holds its children's: summing every selected level would count a view once per level.
-        sums["pv"] = outermost_rows(queryset).order_by().aggregate(pv=Sum("pv"))["pv"]
-        totals = {key: value or 0 for key, value in sums.items()}
-        totals["uv"] = totals["uv_self"] = None
-        if 0 < totals["rows"] <= TOTAL_UV_MAX_ROWS:
-            blobs = list(queryset.order_by().values_list("hll", "hll_self"))
-            (_, tree), (_, own) = merged_counts(
-                get_redis_connection("default"), [[b[0] for b in blobs], [b[1] for b in blobs]]
-            )
-            totals["uv"], totals["uv_self"] = tree, own
-        return totals
+    def get_object(self, request, object_id, from_field=None):
+        row = super().get_object(request, object_id, from_field)
+        if row is not None and row.reconciled_at is None:
+            now = timezone.now()
+            live = open_row_numbers(rows=[(row.partner, row.date, False)], now=now)
+            row.open_figures = live.get((row.partner_id, row.date))
+            row.open_as_of = to_local(now)
+        return row
+
+    def csv_rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
+        """The open days' rows with the figures the list shows (lookups: ``csv_fields``)."""
+        now = timezone.now()
+        first, last = open_list_days(now)
+        partners: dict[str, Partner] = {}
+        for row in rows:
+            day, code, *_rest, reconciled = row
+            if reconciled is None and first <= day <= last:
+                if code is not None and code not in partners:
+                    partners[code] = Partner.objects.get(code=code)
+                partner = partners.get(code)
+                figures: DayNumbers | None = open_row_numbers(rows=[(partner, day, False)], now=now).get(
+                    (partner.pk if partner else None, day)
+                )
+                if figures is not None:
+                    row = (*row[:4], figures.pv, figures.uv, figures.pv_self, figures.uv_self, *row[8:])
+            yield row
 
 
 @admin.register(BucketStat)
 class BucketStatAdmin(ReadOnlyAdmin):
-    list_display = ["start", "partner", "pv", "pv_self", "bot_pv", "generation", "flushed_at"]
+    list_display = [
+        "start",
+        partner,
+        count_column("pv", _("PV")),
+        count_column("pv_self", _("own PV")),
+        count_column("bot_pv", _("bot PV")),
+        "generation",
+        "flushed_at",
+    ]
     search_fields = ["partner__code", "partner__name"]
     # Not date_hierarchy: on a DateTimeField it needs MySQL's time-zone tables, which stock servers lack.
     list_filter = [("start", admin.DateFieldListFilter)]
@@ -176,12 +269,12 @@ class BucketStatAdmin(ReadOnlyAdmin):
 class ReconcileDriftAdmin(ReadOnlyAdmin):
     list_display = [
         "date",
-        "partner",
-        "realtime_pv",
-        "exact_pv",
+        partner,
+        count_column("realtime_pv", _("realtime PV")),
+        count_column("exact_pv", _("exact PV")),
         "pv_drift",
-        "realtime_uv",
-        "exact_uv",
+        count_column("realtime_uv", _("realtime UV")),
+        count_column("exact_uv", _("exact UV")),
         "uv_drift",
     ]
     list_filter = ["date"]
@@ -198,12 +291,12 @@ class ReconcileDriftAdmin(ReadOnlyAdmin):
     ]
 
     @admin.display(description=_("PV drift"))
-    def pv_drift(self, obj: ReconcileDrift) -> int:
-        return obj.pv_drift
+    def pv_drift(self, obj: ReconcileDrift) -> str:
+        return grouped(obj.pv_drift)
 
     @admin.display(description=_("UV drift"))
-    def uv_drift(self, obj: ReconcileDrift) -> int:
-        return obj.uv_drift
+    def uv_drift(self, obj: ReconcileDrift) -> str:
+        return grouped(obj.uv_drift)
 
 
 def _printable(head: bytes, limit: int) -> str:
@@ -229,8 +322,7 @@ class DeadLetterAdmin(CsvExportMixin, admin.ModelAdmin):
         "payload_head",
         "size",
         "source",
-        "partition",
-        "offset",
+        "position",
     ]
     list_filter = ["reason", ("received_at", admin.DateFieldListFilter), "source"]
     search_fields = ["detail"]
@@ -257,17 +349,24 @@ class DeadLetterAdmin(CsvExportMixin, admin.ModelAdmin):
         head = Substr("raw", 1, self.PREVIEW_BYTES, output_field=BinaryField())
         return super().get_queryset(request).defer("raw").annotate(raw_head=head, raw_size=Length("raw"))
 
-    @admin.display(description=_("error"))
+    @admin.display(description=_("error detail (as recorded, in English)"))
     def detail_short(self, obj: DeadLetter) -> str:
-        return obj.detail if len(obj.detail) <= 160 else obj.detail[:160] + " …"
+        # The parser's own words, kept as recorded: the reason column says it in the reader's language.
+        text = obj.detail if len(obj.detail) <= 160 else obj.detail[:160] + " …"
+        return format_html('<span lang="en">{}</span>', text)
 
     @admin.display(description=_("payload (start)"))
     def payload_head(self, obj: DeadLetter) -> str:
         return _printable(bytes(obj.raw_head or b""), self.PREVIEW_BYTES) if obj.raw_size else "—"
 
     @admin.display(description=_("bytes"), ordering="raw_size")
-    def size(self, obj: DeadLetter) -> int:
-        return obj.raw_size
+    def size(self, obj: DeadLetter) -> str:
+        return grouped(obj.raw_size)
+
+    @admin.display(description=_("partition / offset"), ordering="offset")
+    def position(self, obj: DeadLetter) -> str:
+        # One column for both: the list must fit beside the navigation and the filters on a 1366-pixel screen.
+        return f"{obj.partition} / {obj.offset}"
 
     @admin.display(description=_("payload"))
     def payload(self, obj: DeadLetter) -> str:

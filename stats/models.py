@@ -1,6 +1,8 @@
 from django.db import models
+from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy as _
 
+from cpsproject.common.timeutil import to_local
 from partners.models import Partner
 
 
@@ -126,7 +128,17 @@ class BucketStat(models.Model):
         indexes = [models.Index(fields=["start"])]
 
     def __str__(self) -> str:
-        return f"{self.partner_id or 'site'} {self.start:%Y-%m-%d %H:%M} pv={self.pv}"
+        return _("%(partner)s, 5 minutes from %(start)s") % {
+            "partner": _partner_title(self.partner),
+            "start": date_format(to_local(self.start), "SHORT_DATETIME_FORMAT"),
+        }
+
+
+def _partner_title(partner: Partner | None) -> str:
+    """How a title names a row's partner: its code and name, or the traffic with no partner."""
+    if partner is None:
+        return str(_("traffic without a partner"))
+    return f"{partner.code} {partner.name}"
 
 
 class DailyStat(models.Model):
@@ -178,7 +190,10 @@ class DailyStat(models.Model):
         ordering = ["-date", "partner__code"]
 
     def __str__(self) -> str:
-        return f"{self.partner_id or 'site'} {self.date} pv={self.pv} uv={self.uv}"
+        return _("%(partner)s on %(date)s") % {
+            "partner": _partner_title(self.partner),
+            "date": date_format(self.date, "SHORT_DATE_FORMAT"),
+        }
 
 
 class ReconcileDrift(models.Model):
@@ -201,7 +216,10 @@ class ReconcileDrift(models.Model):
         ordering = ["-date"]
 
     def __str__(self) -> str:
-        return f"drift {self.partner_id or 'site'} {self.date}: pv {self.pv_drift:+d}, uv {self.uv_drift:+d}"
+        return _("Drift of %(partner)s on %(date)s") % {
+            "partner": _partner_title(self.partner),
+            "date": date_format(self.date, "SHORT_DATE_FORMAT"),
+        }
 
     @property
     def pv_drift(self) -> int:

@@ -150,7 +150,7 @@ def test_reconcile_drift_shows_realtime_against_exact(admin_client, counted_day)
 
 def test_login_months_show_the_days_logged_in(admin_client, counted_day):
     rows = result_rows(
-        page(admin_client, "/admin/loginlog/loginmonth/"), "user_type", "user_id", "login_days"
+        page(admin_client, "/admin/loginlog/loginmonth/"), "user_type_shown", "user_id", "login_days"
     )
     assert rows == [("client", "1001", "3, 21")]
 
@@ -165,7 +165,7 @@ def test_login_activity_page_shows_a_users_calendar_and_dau(admin_client):
     html = response.content.decode()
     assert today.isoformat() in html
     assert "Daily active users" in html
-    assert "client 1001</strong>: 2 day(s)" in html and DAY.isoformat() in html
+    assert "client 1001</strong>: 2 days" in html and DAY.isoformat() in html
     assert [(day, count) for day, count, _ in response.context["dau"]["client"][-3:]] == [
         (DAY - dt.timedelta(days=1), 0),
         (DAY, 1),
@@ -205,3 +205,46 @@ def test_dead_letters_show_escaped_truncated_payloads_filterable_by_reason_and_d
     letter = DeadLetter.objects.get(reason="not_utf8")
     detail = admin_client.get(f"/admin/stats/deadletter/{letter.pk}/change/").content.decode()
     assert "AAAA" in detail and len(detail) < 200_000
+
+
+def login_month_url(admin_client) -> str:
+    from loginlog.models import LoginMonth
+
+    return f"/admin/loginlog/loginmonth/{LoginMonth.objects.get().pk}/change/"
+
+
+def test_a_login_month_is_a_view_page_listing_the_dates(admin_client, counted_day):
+    html = page(admin_client, login_month_url(admin_client))
+    assert "View login month" in html
+    # Days 3 and 21 of November: dates, not the bitmask 2**2 + 2**20 = 1048580.
+    assert "11/03/2026, 11/21/2026" in html and "1048580" not in html
+    assert 'name="_save"' not in html and "deletelink" not in html
+    # The index offers to view the login months, not to change them.
+    index = page(admin_client, "/admin/")
+    row = index[index.index('href="/admin/loginlog/loginmonth/"') :]
+    row = row[: row.index("</tr>")]
+    assert "viewlink" in row and "changelink" not in row
+    assert admin_client.post(login_month_url(admin_client), {"days": "1"}).status_code == 403
+
+
+def test_login_months_are_filtered_by_month_not_by_day(admin_client, counted_day):
+    html = page(admin_client, "/admin/loginlog/loginmonth/")
+    assert "Past 7 days" not in html and "Today" not in html
+    assert 'href="?month=2026-11"' in html and ">November 2026</a>" in html
+    assert result_rows(html, "month_shown") == [("November 2026",)]
+    assert result_rows(page(admin_client, "/admin/loginlog/loginmonth/?month=2026-11"), "user_id") == [
+        ("1001",)
+    ]
+    assert result_rows(page(admin_client, "/admin/loginlog/loginmonth/?month=2026-10"), "user_id") == []
+
+
+def test_login_pages_in_chinese_name_types_months_and_days_in_chinese(settings, admin_client, counted_day):
+    settings.LANGUAGE_CODE = "zh-hans"
+    html = page(admin_client, "/admin/loginlog/loginmonth/")
+    assert result_rows(html, "user_type_shown", "month_shown", "login_days") == [
+        ("客户", "2026年11月", "3, 21")
+    ]
+    view = page(admin_client, login_month_url(admin_client))
+    assert "2026年11月3日, 2026年11月21日" in view and "客户 1001，2026年11月" in view
+    activity = page(admin_client, "/admin/loginlog/loginmonth/activity/?user_type=client&user_id=1001")
+    assert "客户 1001</strong>: 2 天" in activity and "day(s)" not in activity

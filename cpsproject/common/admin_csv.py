@@ -153,6 +153,10 @@ class CsvExportMixin:
         """Turn one ``values_list`` row into CSV cells; override to render a stored code readably."""
         return values
 
+    def csv_rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
+        """The ``values_list`` rows to write, before ``csv_row``; override to replace some rows' values."""
+        return rows
+
     def get_urls(self):
         name = f"{self.opts.app_label}_{self.opts.model_name}_csv"
         export = path("export.csv", self.admin_site.admin_view(self.export_csv_view), name=name)
@@ -180,7 +184,7 @@ class CsvExportMixin:
             return HttpResponseRedirect(f"{changelist_url}?{ERROR_FLAG}=1")
         queryset = changelist.get_queryset(request)
         lookups = [lookup for _title, lookup in self.csv_fields]
-        rows = map(self.csv_row, keyset_rows(queryset, lookups))
+        rows = map(self.csv_row, self.csv_rows(keyset_rows(queryset, lookups)))
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M")
         return csv_download(
             rows,

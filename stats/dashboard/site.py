@@ -16,7 +16,7 @@ def can_read_statistics(user) -> bool:
 
 class StatsAdminSite(admin.AdminSite):
     site_header = _("CPS partner statistics")
-    site_title = _("CPS statistics")
+    site_title = _("CPS partner statistics")  # the browser tab says what the header says
     index_title = _("Statistics dashboard")
     # Django's "View site" would lead to /, which is no page here; the header's "Dashboard" link is the way home.
     site_url = None

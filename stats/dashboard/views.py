@@ -16,19 +16,26 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework.exceptions import ValidationError
 
 from cpsproject.common.admin_csv import csv_download
-from cpsproject.common.params import choice_param, date_range_params
+from cpsproject.common.params import choice_param, date_param
 from cpsproject.common.timeutil import local_day, to_local
 from partners.models import Partner
 from stats.counters.rankings import top_partners, windows
-from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.counters.uniques import SELF, TREE
 from stats.dashboard.charts import Line, bar_chart, line_chart
 from stats.dashboard.comparison import Totals, compare, previous_period
 from stats.models import DeadLetter
-from stats.read.selectors import DayNumbers, partner_days, site_days, site_uv_between, uv_between
+from stats.read.selectors import (
+    DayNumbers,
+    minute_series,
+    partner_days,
+    site_days,
+    site_uv_between,
+    uv_between,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,39 +45,76 @@ TOP_LIMIT = 10
 CHILD_COLOURS = 8  # children's lines take these colours in turn (admin.css: .series.c0 … .c7)
 
 
-def _error_text(exc: ValidationError) -> str:
-    """Join the messages of ``exc``: a parameter's detail is one message or a list of them."""
+# The date fields as the filters label them: a message names what the reader sees, not the query parameter.
+DATE_LABELS = {"start": gettext_lazy("From"), "end": gettext_lazy("to")}
 
-    def flat(detail) -> list[str]:
-        if isinstance(detail, dict):
-            return [message for value in detail.values() for message in flat(value)]
-        if isinstance(detail, list):
-            return [message for value in detail for message in flat(value)]
-        return [str(detail)]
 
-    return "; ".join(message.rstrip(".") for message in flat(exc.detail))
+def _bad_date(params, name: str) -> str:
+    raw = str(params.get(name, ""))
+    return _("“%(label)s” must be a date as YYYY-MM-DD, not “%(value)s”") % {
+        "label": DATE_LABELS[name],
+        "value": raw if len(raw) <= 40 else raw[:40] + "…",
+    }
 
 
 def _date_range(request: HttpRequest, today: dt.date, days: int) -> tuple[dt.date, dt.date]:
+    """``?start=&end=``, by default the last ``days`` days; an end after today stops at today, with a message.
+
+    A range that cannot be shown gets a message naming the fields by their labels, and the default instead.
+    """
     default = (today - dt.timedelta(days=days - 1), today)
-    try:
-        return date_range_params(
-            request.GET, default_start=default[0], default_end=default[1], max_days=MAX_DAYS
+    dates, problem = {}, None
+    for name, fallback in zip(("start", "end"), default, strict=True):
+        try:
+            dates[name] = date_param(request.GET, name, default=fallback)
+        except ValidationError:
+            problem = problem or _bad_date(request.GET, name)
+    if problem is None and dates["start"] > today:
+        messages.warning(
+            request,
+            _(
+                "The range starts on %(start)s, after today: no traffic is counted yet; showing %(first)s to "
+                "%(end)s instead."
+            )
+            % {"start": dates["start"], "first": default[0], "end": default[1]},
         )
-    except ValidationError as exc:
+        return default
+    if problem is None:
+        start, end = dates["start"], min(dates["end"], today)
+        if end < start:
+            problem = _("“%(to)s” is before “%(from)s”") % {
+                "to": DATE_LABELS["end"],
+                "from": DATE_LABELS["start"],
+            }
+        elif (end - start).days + 1 > MAX_DAYS:
+            problem = _("the range covers more than %(days)d days") % {"days": MAX_DAYS}
+    if problem is not None:
         messages.warning(
             request,
             _("The date range was not understood (%(error)s); showing %(start)s to %(end)s instead.")
-            % {"error": _error_text(exc), "start": default[0], "end": default[1]},
+            % {"error": problem, "start": default[0], "end": default[1]},
         )
         return default
+    if dates["end"] > today:
+        messages.warning(
+            request,
+            _("The end date %(end)s is in the future; showing %(start)s to today, %(today)s.")
+            % {"end": dates["end"], "start": start, "today": today},
+        )
+    return start, end
 
 
-def _scope(request: HttpRequest) -> str:
+def _scope(request: HttpRequest, *, partner_chosen: bool) -> str:
     try:
         return choice_param(request.GET, "scope", choices=[TREE, SELF], default=TREE)
     except ValidationError:
-        messages.warning(request, _("Scope must be “tree” or “self”; showing the subtree."))
+        # The labels of the page's scope selector, not the values it sends.
+        own = _("own traffic only") if partner_chosen else _("traffic without a partner")
+        messages.warning(
+            request,
+            _("Scope must be “%(tree)s” or “%(self)s”; showing “%(tree)s”.")
+            % {"tree": _("with sub-partners"), "self": own},
+        )
         return TREE
 
 
@@ -125,8 +169,9 @@ class Ranked:
     pv: int
 
 
-def _rankings(now: dt.datetime) -> list[tuple[str, list[Ranked]]]:
-    boards = {name: top_partners(window=name, limit=TOP_LIMIT, now=now) for name in windows()}
+def _rankings(now: dt.datetime, *, scope: str) -> list[tuple[str, list[Ranked]]]:
+    """Each window's top partners: by their subtree's PV, or with ``scope="self"`` by their own."""
+    boards = {name: top_partners(window=name, scope=scope, limit=TOP_LIMIT, now=now) for name in windows()}
     codes = {entry.partner for board in boards.values() for entry in board}
     names = dict(Partner.objects.filter(code__in=codes).values_list("code", "name"))
     return [
@@ -135,14 +180,24 @@ def _rankings(now: dt.datetime) -> list[tuple[str, list[Ranked]]]:
     ]
 
 
-def _find_partner(request: HttpRequest, text: str) -> Partner | None:
-    """The partner whose code is ``text``, else the one whose name is or contains it; None with a message."""
-    partner = Partner.objects.filter(code=text).first() or Partner.objects.filter(name__iexact=text).first()
+MAX_MATCHES = 20  # partners listed to choose from when the partner box matches several
+
+
+def _find_partner(request: HttpRequest, text: str) -> tuple[Partner | None, list[Partner]]:
+    """The partner whose code is ``text``, else the one whose name is or contains it, any case.
+
+    Several matches: None and the first ``MAX_MATCHES`` of them to choose from, with a message.
+    """
+    partner = (
+        Partner.objects.filter(code=text).first()
+        or Partner.objects.filter(code__iexact=text).order_by("code").first()
+        or Partner.objects.filter(name__iexact=text).order_by("code").first()
+    )
     if partner is not None:
-        return partner
-    named = list(Partner.objects.filter(name__icontains=text).order_by("code")[:6])
+        return partner, []
+    named = list(Partner.objects.filter(name__icontains=text).order_by("code")[: MAX_MATCHES + 1])
     if len(named) == 1:
-        return named[0]
+        return named[0], []
     if named:
         listed = ", ".join(f"{p.code} ({p.name})" for p in named[:5]) + (", …" if len(named) > 5 else "")
         messages.warning(
@@ -154,7 +209,17 @@ def _find_partner(request: HttpRequest, text: str) -> Partner | None:
         messages.warning(
             request, _("No partner has the code or name %(text)s; showing all traffic.") % {"text": text}
         )
-    return None
+    return None, named[:MAX_MATCHES]
+
+
+def _match_links(request: HttpRequest, matches: list[Partner]) -> list[tuple[Partner, str]]:
+    """Each match with the dashboard's address showing it, the page's other parameters kept."""
+    links = []
+    for match in matches:
+        params = request.GET.copy()
+        params["partner"] = match.code
+        links.append((match, f"{request.path}?{params.urlencode()}"))
+    return links
 
 
 def _partner_totals(
@@ -175,9 +240,9 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
     now = timezone.now()  # one clock reading per page
     today = local_day(now)
     start, end = _date_range(request, today, DEFAULT_DAYS)
-    scope = _scope(request)
     code = request.GET.get("partner", "").strip()
-    partner = _find_partner(request, code) if code else None
+    partner, matches = _find_partner(request, code) if code else (None, [])
+    scope = _scope(request, partner_chosen=partner is not None)
     if partner is not None:
         days = partner_days(partner=partner, start=start, end=end, now=now)
         range_uv = uv_between(partner, start, end, scope=scope)
@@ -214,13 +279,7 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         previous_uv = site_uv_between(start=previous[0], end=previous[1], now=now) if scope == TREE else None
         current_totals = Totals(range_pv, range_uv)
         previous_totals = Totals(sum(_pick(day, scope)[0] for day in previous_days), previous_uv)
-    minute_end = now
-    minutes = read_series(
-        counter=partner_counter(partner.code) if partner else ALL_TRAFFIC,
-        precision=60,
-        start=minute_end - dt.timedelta(minutes=59),
-        end=minute_end,
-    )
+    minutes = minute_series(partner=partner, scope=scope, start=now - dt.timedelta(minutes=59), end=now)
     minute_chart = bar_chart(
         labels=[moment.strftime("%H:%M") for moment, _count in minutes],
         values=[count for _moment, count in minutes],
@@ -234,6 +293,7 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "today_pv_uv": _pick(today_numbers, scope),
         "partner": partner,
         "partner_code": code,
+        "matches": _match_links(request, matches),
         "scope": scope,
         "start": start,
         "end": end,
@@ -246,7 +306,7 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "chart": chart,
         "minute_chart": minute_chart,
         "minute_total": sum(count for _moment, count in minutes),
-        "rankings": _rankings(now),
+        "rankings": _rankings(now, scope=scope),
         "health": pipeline_health(today=today),
         # The partner picker's suggestions: every partner, the tree in order (a few kB per hundred partners).
         "choices": Partner.objects.order_by("path").values_list("code", "name", "level"),

@@ -8,12 +8,13 @@ import bisect
 import datetime as dt
 import functools
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import orjson
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet, Sum
 from django.db.models.lookups import StartsWith
 from django.utils import timezone
 from django_redis import get_redis_connection
@@ -31,6 +32,7 @@ from partners.models import Partner
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters import pageviews
+from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.counters.uniques import SELF, TREE, UvDay, union_counts
 from stats.models import BucketStat, DailyStat
 from stats.pipeline.partitions import counter_versions, known_partitions
@@ -577,3 +579,109 @@ def outermost_rows(queryset: QuerySet) -> QuerySet:
         .filter(StartsWith(OuterRef("partner__path"), F("partner__path")))
     )
     return queryset.filter(~Exists(ancestors))
+
+
+def minute_series(
+    *, partner: Partner | None, scope: str, start: dt.datetime, end: dt.datetime
+) -> list[tuple[dt.datetime, int]]:
+    """Return zero-filled ``(minute, PV)`` from ``start`` to ``end`` for the dashboard's scope.
+
+    The series hold a partner's subtree (``p:{code}``) and all traffic; own traffic is the subtree less its
+    children's subtrees (which are disjoint), and the traffic with no partner is all traffic less the roots'.
+    """
+    if partner is not None:
+        whole = partner_counter(partner.code)
+        parts = Partner.objects.filter(parent=partner) if scope == SELF else Partner.objects.none()
+    else:
+        whole = ALL_TRAFFIC
+        parts = Partner.objects.filter(parent__isnull=True) if scope == SELF else Partner.objects.none()
+    minutes = read_series(counter=whole, precision=60, start=start, end=end)
+    for code in parts.order_by("code").values_list("code", flat=True):
+        part = read_series(counter=partner_counter(code), precision=60, start=start, end=end)
+        minutes = [(moment, n - m) for (moment, n), (_, m) in zip(minutes, part, strict=True)]
+    return minutes
+
+
+def open_list_days(now: dt.datetime) -> tuple[dt.date, dt.date]:
+    """The first and last day whose stored rows may still lack on-time traffic: today, and yesterday until its
+    last bucket has settled. The lists read these days as ``partner_days`` does; older days' rows hold every
+    settled bucket, and a late event reaches them with the next flush."""
+    settle = dt.timedelta(seconds=stats_setting("SETTLE_SECONDS") + stats_setting("BUCKET_SECONDS"))
+    return local_day(now - settle), local_day(now)
+
+
+def _no_partner_days(*, days: list[dt.date], now: dt.datetime) -> dict[dt.date, DayNumbers]:
+    """The traffic with no partner per day, as ``site_days`` counts it: flushed buckets plus Redis."""
+    buckets = _bucket_series(partner=None, days=days, now=now)
+    stored = dict(DailyStat.objects.filter(partner__isnull=True, date__in=days).values_list("date", "hll"))
+    uvs = union_counts(
+        get_redis_connection("default"),
+        [([stored.get(day)], [UvDay(keys.NO_PARTNER, stamp_day(day), TREE)]) for day in days],
+    )
+    numbers = {}
+    for day, uv in zip(days, uvs, strict=True):
+        pv = sum(bucket[1] for bucket in buckets[day])
+        numbers[day] = DayNumbers(day, pv, uv, pv, uv, False)
+    return numbers
+
+
+def open_row_numbers(
+    *, rows: Iterable[tuple[Partner | None, dt.date, bool]], now: dt.datetime
+) -> dict[tuple[int | None, dt.date], DayNumbers]:
+    """The figures every page shows for each unreconciled ``(partner, day, reconciled)`` row of an open day.
+
+    Keyed by ``(partner id or None, day)``: a stored row of today counts settled buckets only, where the
+    dashboard and the API add what Redis holds.
+    """
+    first, last = open_list_days(now)
+    wanted: defaultdict[Partner | None, set[dt.date]] = defaultdict(set)
+    for partner, day, reconciled in rows:
+        if not reconciled and first <= day <= last:
+            wanted[partner].add(day)
+    numbers: dict[tuple[int | None, dt.date], DayNumbers] = {}
+    for partner, days in wanted.items():
+        if partner is None:
+            for day, figures in _no_partner_days(days=sorted(days), now=now).items():
+                numbers[(None, day)] = figures
+            continue
+        for figures in partner_days(partner=partner, start=min(days), end=max(days), now=now):
+            if figures.date in days:
+                numbers[(partner.pk, figures.date)] = figures
+    return numbers
+
+
+def daily_list_totals(*, queryset: QuerySet, now: dt.datetime, uv_max_rows: int) -> dict:
+    """Totals of the selected ``DailyStat`` rows with the open days' figures as ``open_row_numbers`` has them.
+
+    PV sums the outermost rows (a parent's PV holds its children's), own and bot PV every row; UV is the union
+    of the rows' HyperLogLogs and, for the open days, Redis's: None over ``uv_max_rows`` rows.
+    """
+    first, last = open_list_days(now)
+    open_rows = queryset.filter(reconciled_at__isnull=True, date__gte=first, date__lte=last)
+    settled = queryset.exclude(pk__in=open_rows.values("pk"))
+    sums = settled.order_by().aggregate(pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
+    pv = outermost_rows(queryset).exclude(pk__in=open_rows.values("pk")).order_by().aggregate(pv=Sum("pv"))
+    totals = {"rows": queryset.order_by().count(), "pv": pv["pv"] or 0, "pv_self": sums["pv_self"] or 0}
+    totals["bot_pv"] = (sums["bot_pv"] or 0) + (open_rows.order_by().aggregate(b=Sum("bot_pv"))["b"] or 0)
+    listed = list(open_rows.select_related("partner"))
+    live = open_row_numbers(rows=[(row.partner, row.date, False) for row in listed], now=now)
+    # Outermost among every selected row: a reconciled parent row of that day holds an open child's views.
+    outermost = set(
+        outermost_rows(queryset).filter(pk__in=open_rows.values("pk")).values_list("pk", flat=True)
+    )
+    for row in listed:
+        figures = live[(row.partner_id, row.date)]
+        totals["pv_self"] += figures.pv_self
+        totals["pv"] += figures.pv if row.pk in outermost else 0
+    totals["uv"] = totals["uv_self"] = None
+    if 0 < totals["rows"] <= uv_max_rows:
+        blobs = list(queryset.order_by().values_list("hll", "hll_self"))
+        names = [
+            (row.partner.code if row.partner else keys.NO_PARTNER, stamp_day(row.date)) for row in listed
+        ]
+        tree = [UvDay(code, day, TREE) for code, day in names]
+        own = [UvDay(code, day, SELF) for code, day in names]
+        totals["uv"], totals["uv_self"] = union_counts(
+            get_redis_connection("default"), [([b[0] for b in blobs], tree), ([b[1] for b in blobs], own)]
+        )
+    return totals

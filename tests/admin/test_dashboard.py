@@ -76,10 +76,11 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
     assert response.status_code == 200
     html = response.content.decode()
     assert page_messages(html) == [
-        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-02-30'); "
+        "The date range was not understood (“From” must be a date as YYYY-MM-DD, not “2026-02-30”); "
         "showing 2026-10-24 to 2026-11-22 instead.",
-        "Scope must be “tree” or “self”; showing the subtree.",
         "No partner has the code or name NOPE; showing all traffic.",
+        # The labels of the scope selector, not the values it sends ("tree", "self").
+        "Scope must be “with sub-partners” or “traffic without a partner”; showing “with sub-partners”.",
     ]
     assert text_of(html, "today-pv") == "3"  # the defaults: all traffic, the last 30 days
     assert boss.get("/admin/", {"start": "2026-11-22", "end": "2026-11-01"}).status_code == 200
@@ -88,7 +89,7 @@ def test_dashboard_bad_parameters_become_messages_not_errors(boss, two_days):
 def test_a_bad_date_is_one_readable_sentence_naming_the_parameter(boss, two_days):
     html = boss.get("/admin/?start=2026-13-01&end=yesterday").content.decode()
     assert page_messages(html) == [
-        "The date range was not understood (start must be a date as YYYY-MM-DD, not '2026-13-01'); "
+        "The date range was not understood (“From” must be a date as YYYY-MM-DD, not “2026-13-01”); "
         "showing 2026-10-24 to 2026-11-22 instead."
     ]
 

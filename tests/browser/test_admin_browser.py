@@ -2,8 +2,11 @@
 
 A staff user logs in, lands on the dashboard, finds a partner by its name, opens the partner page and the daily
 list, and finds on each the numbers the API gives for the same partner and day (the comparison with yesterday
-and the partner chart included); switches to Chinese; downloads a CSV; finds a partner by name again in Chinese. Screenshots go to
-``.run/screenshots/`` for a person to look at.
+and the partner chart included); switches to Chinese; downloads a CSV; finds a partner by name again in Chinese.
+In both languages: the last hour's chart follows the scope, the daily list's row of today holds what the
+dashboard and the API hold while views wait unflushed in Redis, a login month is a page to view with its
+dates, and no list is wider than a 1366-pixel screen. Screenshots (1366 px wide) go to ``.run/shots/`` for a
+person to look at.
 """
 
 import csv
@@ -20,16 +23,21 @@ from django.conf import settings
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
+from loginlog.services import sync_logins
 from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.models import DeadLetter
-from tests.factories import feed
+from tests.factories import feed, pv_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
 
 CHROMIUM = "/usr/bin/chromium"
 # CPS_SCREENSHOTS puts them elsewhere (several checkouts running the test at once).
-SCREENSHOTS = Path(os.environ.get("CPS_SCREENSHOTS") or Path(settings.RUN_DIR) / "screenshots")
+SCREENSHOTS = Path(os.environ.get("CPS_SCREENSHOTS") or Path(settings.RUN_DIR) / "shots")
 PARTNER = "P001"
+# A partner with children: its own traffic differs from its subtree's. Views fed unflushed just before the
+# pages are read: own 3, its child's 2.
+MIDDLE, MIDDLE_CHILD = "P001A", "P001A1"
+WIDTH = 1366  # the narrowest screen staff use
 
 
 @contextmanager
@@ -61,16 +69,24 @@ def test_staff_sees_the_apis_numbers_in_the_admin_in_both_languages(live_server,
     # A dead letter whose payload has no place to break: it must wrap, not widen the page.
     feed([b"{" + b"A" * 5000], now=timezone.now())
     letter = DeadLetter.objects.filter(reason="not_json").order_by("-pk").first().pk
-    today = local_day(timezone.now())
+    now = timezone.now()
+    sync_logins(now=now)  # the login months the list shows
+    # Views left in Redis, as between two flushes: the daily list must show them as the dashboard does.
+    fresh = [pv_event(now, MIDDLE, f"browser-{n}") for n in range(3)]
+    fresh += [pv_event(now, MIDDLE_CHILD, f"browser-{n}") for n in range(3, 5)]
+    feed(fresh, now=now)
+    today = local_day(now)
     with chromium() as browser:
         check_pages(
             browser, live_server.url, today.isoformat(), (today - dt.timedelta(days=1)).isoformat(), letter
         )
+        for language in ("en", "zh-hans"):
+            check_one_truth(browser, live_server.url, today.isoformat(), language)
 
 
 def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> None:
     context = browser.new_context(
-        locale="en-US", accept_downloads=True, viewport={"width": 1280, "height": 900}
+        locale="en-US", accept_downloads=True, viewport={"width": WIDTH, "height": 900}
     )
     page = context.new_page()
     page.set_default_timeout(30_000)
@@ -197,6 +213,109 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     page.click("#partner-page-link")
     assert f"{PARTNER} 及其下级导流商每日 PV" in page.inner_text("#network-chart h2")
     page.screenshot(path=SCREENSHOTS / "10-partner-page-zh.png", full_page=True)
+    context.close()
+
+
+def log_in(browser, base: str, language: str):
+    context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{base}/admin/")
+    page.fill("#id_username", DEMO_USER[0])
+    page.fill("#id_password", DEMO_USER[1])
+    page.click("input[type=submit]")
+    page.wait_for_selector("#today-pv")
+    if language != "en":
+        with page.expect_navigation():
+            page.select_option("#language-select", language)
+    return context, page
+
+
+def minute_bars(page) -> dict[str, int]:
+    """The last hour's chart: each minute's label to its PV."""
+    return dict(
+        page.locator("#last-hour rect").evaluate_all("rs => rs.map(r => [r.dataset.label, +r.dataset.value])")
+    )
+
+
+def fits(page) -> bool:
+    """Whether the page is no wider than the window and no list wider than its box: no column cut off or
+    scrolled out of sight."""
+    return page.evaluate(
+        "document.documentElement.scrollWidth <= window.innerWidth"
+        " && [...document.querySelectorAll('.results')].every(box => box.scrollWidth <= box.clientWidth)"
+    )
+
+
+def check_one_truth(browser, base: str, today: str, language: str) -> None:
+    """Scope on every panel, the daily list's today row against the dashboard and the API, the login month."""
+    context, page = log_in(browser, base, language)
+    shots = SCREENSHOTS / language
+    shots.mkdir(parents=True, exist_ok=True)
+    page.goto(f"{base}/admin/")  # in the chosen language from here on
+    page.goto(f"{base}/admin/?partner={MIDDLE}&scope=self")
+    own_today, own_hour = number(page.inner_text("#today-pv")), number(page.inner_text("#minute-total"))
+    own = minute_bars(page)
+    assert sum(own.values()) == own_hour
+    # The last hour is part of today, and of the partner's own traffic: the 3 own views fed just now count.
+    assert 3 <= own_hour <= own_today
+    assert fits(page)
+    page.screenshot(path=shots / "dashboard-scope-self.png", full_page=True)
+    page.goto(f"{base}/admin/?partner={MIDDLE}")
+    tree_today, tree = number(page.inner_text("#today-pv")), minute_bars(page)
+    children = []
+    for child in (MIDDLE_CHILD, f"{MIDDLE}2"):
+        page.goto(f"{base}/admin/?partner={child}")
+        children.append(minute_bars(page))
+    # Own traffic is the subtree's less the children's subtrees, minute by minute (the minutes all pages show:
+    # the hour slides between two page loads).
+    shared = set(own) & set(tree) & set(children[0]) & set(children[1])
+    assert len(shared) >= 58
+    assert {m: own[m] for m in shared} == {m: tree[m] - children[0][m] - children[1][m] for m in shared}
+    assert sum(children[0][m] for m in shared) >= 2
+    # Several partners match: links to choose from; a code matches in any case.
+    page.goto(f"{base}/admin/?partner=north+media&end=2099-01-01")
+    links = page.locator("#partner-matches a")
+    assert links.count() >= 4 and "2099-01-01" in page.inner_text(
+        "ul.messagelist"
+    )  # the end clamped, said so
+    page.screenshot(path=shots / "dashboard-matches.png", full_page=True)
+    links.first.click()
+    page.wait_for_selector("#today-pv")
+    assert page.inner_text(".cps-subject").split()[0] == PARTNER
+    page.goto(f"{base}/admin/?partner={MIDDLE.lower()}")
+    assert page.inner_text(".cps-subject").split()[0] == MIDDLE
+    api = api_day(page, base, today, MIDDLE)
+    assert (tree_today, own_today) == (api["pv"], api["pv_self"])
+
+    # The daily list's row of today: what the dashboard and the API show, marked as live.
+    page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={MIDDLE}")
+    row = page.locator("#result_list tbody tr", has=page.locator("td.field-partner", has_text=f"{MIDDLE} ("))
+    assert number(row.locator("td.field-pv").inner_text()) == api["pv"]
+    assert number(row.locator("td.field-uv").inner_text()) == api["uv"]
+    assert number(row.locator("td.field-pv_self").inner_text()) == api["pv_self"]
+    assert ("live" if language == "en" else "实时") in row.locator("td.field-reconciled_at").inner_text()
+    assert fits(page)
+    page.screenshot(path=shots / "daily-list-today.png", full_page=True)
+    page.goto(f"{base}/admin/stats/dailystat/")  # every partner, every column
+    assert fits(page)
+    page.screenshot(path=shots / "daily-list.png")
+    for path in ("stats/reconciledrift/", "stats/deadletter/", "stats/bucketstat/", "partners/partner/"):
+        page.goto(f"{base}/admin/{path}")
+        page.screenshot(path=shots / f"list-{path.split('/')[1]}.png")
+        assert fits(page), path
+
+    # A login month: a page to view, with its dates; the list filtered by month.
+    page.goto(f"{base}/admin/loginlog/loginmonth/")
+    # Months to choose, not Django's "Today / Past 7 days" of a date.
+    assert page.locator('#changelist-filter a[href*="month="]').count() >= 1
+    assert page.locator('#changelist-filter a[href*="month__gte"]').count() == 0
+    page.screenshot(path=shots / "login-months.png", full_page=True)
+    page.locator("#result_list tbody tr th a").first.click()
+    assert page.locator("input[name=_save]").count() == 0 and page.locator("a.deletelink").count() == 0
+    dates = page.locator(".field-login_dates .readonly").inner_text()
+    assert dates and all(ch.isdigit() or ch in "/, 年月日" for ch in dates), dates
+    page.screenshot(path=shots / "login-month.png", full_page=True)
     context.close()
 
 

@@ -1,0 +1,1 @@
+"""Number formats that differ from Django's for our languages (``FORMAT_MODULE_PATH``)."""
