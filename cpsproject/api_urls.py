@@ -8,12 +8,20 @@ from drf_spectacular.renderers import (
     OpenApiYamlRenderer2,
 )
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.routers import SimpleRouter
 
 from partners.api import PartnerViewSet
 
-# JSON first, like the rest of the API (drf-spectacular defaults to YAML): ?format=yaml for YAML.
-SCHEMA_RENDERERS = [OpenApiJsonRenderer2, OpenApiJsonRenderer, OpenApiYamlRenderer, OpenApiYamlRenderer2]
+# JSON first, like the rest of the API (drf-spectacular defaults to YAML): ?format=yaml for YAML; a browser
+# gets the JSON on the browsable API's page, as from every other endpoint.
+SCHEMA_RENDERERS = [
+    OpenApiJsonRenderer2,
+    OpenApiJsonRenderer,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+    BrowsableAPIRenderer,
+]
 
 router = SimpleRouter(trailing_slash=True)
 router.register("partners", PartnerViewSet, basename="partner")

@@ -1,0 +1,136 @@
+"""Every API endpoint opens in a browser: DRF's browsable API (``Accept: text/html`` or ``?format=api``).
+
+Staff signed in to the admin and partner portals both get an HTML page holding the same numbers as the JSON,
+or the right 4xx as a page; nothing is a 500, and a portal's page names no partner outside its subtree.
+The tree: TOP ─ MINE ─ KID, and RIVAL alone. At 12:30 MINE has 2 PV (users m0 m1), KID 3 (k0 k1 k2), RIVAL 7.
+"""
+
+import html
+import re
+
+import pytest
+from rest_framework.test import APIClient
+
+from loginlog.services import login_record
+from partners.models import Partner
+from partners.services import portal_token_issue
+from tests.factories import at, create_partner, feed, pv_event, staff_client
+
+pytestmark = [pytest.mark.django_db, pytest.mark.time_machine("2026-11-21T12:40:00+08:00", tick=False)]
+
+DAY = "2026-11-21"
+
+# (url, what the page must show) for every GET endpoint, as staff and as the portal of MINE. The numbers are
+# written from the traffic above: MINE's subtree is 5 PV from 5 users, 2 of them its own.
+PAGES = [
+    ("partners/MINE/", ['"code": "MINE"', '"level": 2']),
+    (
+        f"partners/MINE/stats/?start={DAY}&end={DAY}",
+        ['"total_pv": 5', '"pv": 5', '"uv": 5', '"pv_self": 2', '"uv_self": 2', '"reconciled": false'],
+    ),
+    (f"partners/KID/stats/?start={DAY}&end={DAY}", ['"partner": "KID"', '"total_pv": 3']),
+    (f"partners/MINE/buckets/?date={DAY}", ['"start": "2026-11-21T12:30:00+08:00",\n        "pv": 5']),
+    (
+        f"series/?partner=MINE&precision=60&start={DAY}T12:29&end={DAY}T12:31",
+        ['"ts": "2026-11-21T12:30:00+08:00",\n        "count": 5'],
+    ),
+]
+STAFF_PAGES = [
+    ("partners/", ['"count": 4', '"code": "RIVAL"']),
+    ("rankings/partners/?window=1h", ['"rank": 1,\n        "partner": "RIVAL",\n        "pv": 7']),
+    ("logins/client/1001/?month=2026-11", ['"logged_in": true', '"2026-11-21"']),
+    ("logins/active/?user_type=client&start=2026-11-01&end=2026-11-30", ['"count": 2']),
+    (f"logins/counts/?user_type=client&date={DAY}", ['"dau": 2', '"mau": 2']),
+]
+PORTAL_PAGES = [
+    ("partners/", ['"count": 2', '"code": "KID"']),
+    ("rankings/partners/?window=1h", ['"rank": 1,\n        "partner": "MINE",\n        "pv": 5']),
+]
+# (url, status): what each client is refused, as a page too.
+STAFF_REFUSED = [("partners/NOPE/stats/", 404), ("series/?precision=7", 400), ("logins/", 405)]
+PORTAL_REFUSED = [
+    ("partners/RIVAL/stats/", 404),
+    ("series/?precision=60", 400),
+    ("logins/counts/?user_type=client", 403),
+]
+
+
+@pytest.fixture
+def world(settings) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {
+            **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+            "user": None,
+            "portal": None,
+        },
+    }
+    top = create_partner("TOP")
+    mine = create_partner("MINE", parent=top)
+    create_partner("KID", parent=mine)
+    create_partner("RIVAL")
+    half_past = at(f"{DAY} 12:30")
+    users = {"MINE": ["m0", "m1"], "KID": ["k0", "k1", "k2"], "RIVAL": [f"r{n}" for n in range(7)]}
+    feed([pv_event(half_past, code, user) for code, ids in users.items() for user in ids], now=half_past)
+    for user_id in (1001, 1002):
+        login_record(user_type="client", user_id=user_id, day=half_past.date())
+
+
+def portal() -> APIClient:
+    client = APIClient()
+    client.credentials(
+        HTTP_AUTHORIZATION="Token " + portal_token_issue(partner=Partner.objects.get(code="MINE"))
+    )
+    return client
+
+
+def pages(client: APIClient, url: str):
+    """The page of ``url`` asked for both ways a browser or a person does: the Accept header and ?format=api."""
+    yield "Accept: text/html", client.get(f"/api/v1/{url}", HTTP_ACCEPT="text/html")
+    yield "format=api", client.get(f"/api/v1/{url}{'&' if '?' in url else '?'}format=api")
+
+
+def shown_text(response) -> str:
+    """The page's text as a reader sees it: the JSON block unescaped, its links' tags dropped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", response.content.decode()))
+
+
+def check_pages(client: APIClient, expected: list, refused: list, hidden: list[str]) -> list:
+    wrong = []
+    for url, shows in expected:
+        for way, response in pages(client, url):
+            text = shown_text(response)
+            missing = [s for s in shows if s not in text]
+            if response.status_code != 200 or not response["Content-Type"].startswith("text/html") or missing:
+                wrong.append((url, way, response.status_code, response["Content-Type"], missing))
+            wrong += [(url, way, "names", code) for code in hidden if code in text]
+    for url, status in refused:
+        for way, response in pages(client, url):
+            text = shown_text(response)
+            if response.status_code != status or '"error":' not in text or '"detail":' not in text:
+                wrong.append((url, way, response.status_code, text[-300:]))
+            # The page repeats the URL asked for; beyond it, a refusal tells nothing about other partners.
+            wrong += [(url, way, "names", code) for code in hidden if code in text.replace(url, "")]
+    return wrong
+
+
+def test_staff_open_every_endpoint_in_the_browsable_api(world):
+    assert check_pages(staff_client(), PAGES + STAFF_PAGES, STAFF_REFUSED, hidden=[]) == []
+
+
+def test_a_portal_opens_its_endpoints_in_the_browsable_api_and_sees_nothing_outside(world):
+    assert check_pages(portal(), PAGES + PORTAL_PAGES, PORTAL_REFUSED, hidden=["TOP", "RIVAL"]) == []
+
+
+def test_the_json_of_the_stats_endpoint_is_still_the_compact_pre_rendered_one(world):
+    body = staff_client().get(f"/api/v1/partners/MINE/stats/?start={DAY}&end={DAY}")
+    assert body["Content-Type"] == "application/json"
+    assert body.content == (
+        b'{"partner":"MINE","days":[{"date":"2026-11-21","pv":5,"uv":5,"pv_self":2,"uv_self":2,'
+        b'"reconciled":false}],"total_pv":5}'
+    )
+    indented = staff_client("other").get(
+        f"/api/v1/partners/MINE/stats/?start={DAY}&end={DAY}", HTTP_ACCEPT="application/json; indent=2"
+    )
+    assert indented.status_code == 200 and indented.json()["total_pv"] == 5
+    assert b'\n  "days": [' in indented.content
