@@ -134,3 +134,58 @@ def test_the_json_of_the_stats_endpoint_is_still_the_compact_pre_rendered_one(wo
     )
     assert indented.status_code == 200 and indented.json()["total_pv"] == 5
     assert b'\n  "days": [' in indented.content
+
+
+# --- Refused formats name only what works -----------------------------------------------------------------
+
+FORMAT_URLS = [
+    f"partners/MINE/stats/?start={DAY}&end={DAY}",
+    f"partners/MINE/buckets/?date={DAY}",
+    "partners/",
+    "partners/MINE/",
+    "rankings/partners/?window=1h",
+    "series/?partner=MINE&precision=60",
+    "logins/client/1001/?month=2026-11",
+    "logins/active/?user_type=client",
+    "logins/counts/?user_type=client",
+    "schema/",
+]
+
+
+def with_param(url: str, name: str, value: str) -> str:
+    return f"/api/v1/{url}{'&' if '?' in url else '?'}{name}={value}"
+
+
+@pytest.mark.parametrize("url", FORMAT_URLS)
+def test_a_refused_format_lists_the_formats_that_answer_and_each_of_them_does(world, url):
+    client = staff_client()
+    refused = client.get(with_param(url, "format", "xml"))
+    assert refused.status_code == 400 and refused["Content-Type"] == "application/json"
+    body = refused.json()
+    assert body["error"] == "invalid" and list(body) == ["error", "detail", "format"]
+    listed = re.fullmatch(r"format must be one of (.+), not 'xml'\.", body["format"][0]).group(1).split(", ")
+    assert "json" in listed and "api" in listed and len(set(listed)) == len(listed)
+    answers = {name: client.get(with_param(url, "format", name)) for name in listed}
+    assert {name: r.status_code for name, r in answers.items()} == dict.fromkeys(listed, 200)
+    assert answers["api"]["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("url", FORMAT_URLS)
+def test_an_accept_header_nothing_satisfies_is_a_406_listing_the_media_types_that_do(world, url):
+    client = staff_client()
+    refused = client.get(f"/api/v1/{url}", HTTP_ACCEPT="application/xml")
+    assert refused.status_code == 406 and refused["Content-Type"] == "application/json"
+    body = refused.json()
+    assert body["error"] == "not_acceptable" and list(body) == ["error", "detail"]
+    prefix = "The Accept header asks for none of the media types this endpoint answers: "
+    assert body["detail"].startswith(prefix) and body["detail"].endswith(".")
+    listed = body["detail"].removeprefix(prefix).removesuffix(".").split(", ")
+    assert "application/json" in listed and "text/html" in listed
+    statuses = {media: client.get(f"/api/v1/{url}", HTTP_ACCEPT=media).status_code for media in listed}
+    assert statuses == dict.fromkeys(listed, 200)
+
+
+def test_the_docs_page_refuses_a_format_in_the_one_error_shape(world):
+    refused = APIClient().get("/api/v1/docs/?format=api")
+    assert refused.status_code == 400 and refused["Content-Type"] == "application/json"
+    assert refused.json()["format"] == ["format must be one of html, not 'api'."]
