@@ -189,3 +189,13 @@ def test_the_docs_page_refuses_a_format_in_the_one_error_shape(world):
     refused = APIClient().get("/api/v1/docs/?format=api")
     assert refused.status_code == 400 and refused["Content-Type"] == "application/json"
     assert refused.json()["format"] == ["format must be one of html, not 'api'."]
+
+
+def test_format_wins_over_the_accept_header(world):
+    client = staff_client()
+    url = f"/api/v1/partners/MINE/stats/?start={DAY}&end={DAY}"
+    csv_page = client.get(f"{url}&format=csv", HTTP_ACCEPT="text/html")
+    assert csv_page.status_code == 200 and csv_page["Content-Type"] == "text/csv; charset=utf-8"
+    assert b"".join(csv_page.streaming_content).endswith(b"\r\nMINE,2026-11-21,5,5,2,2,false\r\n")
+    as_json = client.get(f"{url}&format=json", HTTP_ACCEPT="text/html")
+    assert as_json["Content-Type"] == "application/json" and as_json.json()["total_pv"] == 5

@@ -282,20 +282,27 @@ class Pagination(PageNumberPagination):
 
 
 class FormatNegotiation(DefaultContentNegotiation):
-    """DRF's negotiation, with refusals that say what would work.
+    """DRF's negotiation, where ``?format=`` wins over the Accept header, and refusals say what would work.
 
     A ``?format=`` the view cannot render is a 400 naming ``format`` and listing the formats it can (DRF: a bare
-    404); an ``Accept`` header the view cannot satisfy is a 406 listing the media types it answers.
+    404); a format it can render is answered whatever the Accept header asks (DRF: a 406 when they disagree,
+    so ``?format=csv`` failed from a client that sends ``Accept: text/html``). Without ``?format=``, an Accept
+    header the view cannot satisfy is a 406 listing the media types it answers.
     """
 
     def select_renderer(self, request, renderers, format_suffix=None):
         name = api_settings.URL_FORMAT_OVERRIDE
+        chosen = None
         if name and not format_suffix:
             formats = list(dict.fromkeys(r.format for r in renderers))  # a format may have two renderers
-            choice_param(request.query_params, name, choices=formats, default=formats[0])
+            if request.query_params.get(name):
+                chosen = choice_param(request.query_params, name, choices=formats)
         try:
             return super().select_renderer(request, renderers, format_suffix)
         except NotAcceptable as exc:
+            if chosen is not None:
+                renderer = next(r for r in renderers if r.format == chosen)
+                return renderer, renderer.media_type
             types = ", ".join(dict.fromkeys(r.media_type for r in renderers))
             raise NotAcceptable(
                 gettext(
