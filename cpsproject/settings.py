@@ -256,6 +256,9 @@ REST_FRAMEWORK = {
     # A ?format= the view cannot render is a 400 naming "format" (DRF's default answers a bare 404).
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "cpsproject.common.params.FormatNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The browsable API's title and line above each endpoint, in the reader's language.
+    "VIEW_NAME_FUNCTION": "cpsproject.common.browsable.view_name",
+    "VIEW_DESCRIPTION_FUNCTION": "cpsproject.common.browsable.view_description",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CPS partner statistics API",

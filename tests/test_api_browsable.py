@@ -14,6 +14,8 @@ from rest_framework.test import APIClient
 from loginlog.services import login_record
 from partners.models import Partner
 from partners.services import portal_token_issue
+from tests.admin.test_catalogue import _CJK as CJK
+from tests.admin.test_catalogue import english_words_in_chinese
 from tests.factories import at, create_partner, feed, pv_event, staff_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.time_machine("2026-11-21T12:40:00+08:00", tick=False)]
@@ -199,3 +201,42 @@ def test_format_wins_over_the_accept_header(world):
     assert b"".join(csv_page.streaming_content).endswith(b"\r\nMINE,2026-11-21,5,5,2,2,false\r\n")
     as_json = client.get(f"{url}&format=json", HTTP_ACCEPT="text/html")
     assert as_json["Content-Type"] == "application/json" and as_json.json()["total_pv"] == 5
+
+
+# --- The page around the numbers, in the reader's language --------------------------------------------------
+
+TITLES = {
+    "partners/": "Partner list",
+    "partners/MINE/": "Partner",
+    "partners/MINE/stats/": "Daily PV and UV of a partner",
+    "partners/MINE/buckets/": "5-minute PV of a partner",
+    "rankings/partners/": "Partner ranking",
+    "series/": "PV series",
+    "logins/": "Record a login",
+    "logins/client/1001/": "A user's login days",
+    "logins/active/": "Active users",
+    "logins/counts/?user_type=client": "DAU, WAU and MAU",
+    "schema/": "API schema",
+}
+
+
+def title_and_line(response) -> tuple[str, str]:
+    """The page's heading and the line under it (DRF's template: ``<h1>``, then a ``pull-left`` block)."""
+    found = re.search(r'<h1>(.*?)</h1>.*?<div class="pull-left">(.*?)</div>', response.content.decode(), re.S)
+    title, line = found.groups()
+    return html.unescape(title).strip(), html.unescape(re.sub(r"<[^>]+>", "", line)).strip()
+
+
+@pytest.mark.parametrize(("url", "title"), list(TITLES.items()))
+def test_every_page_has_a_title_and_a_line_in_the_readers_language(world, url, title):
+    client = staff_client()
+    english = client.get(f"/api/v1/{url}", HTTP_ACCEPT="text/html", HTTP_ACCEPT_LANGUAGE="en")
+    chinese = client.get(f"/api/v1/{url}", HTTP_ACCEPT="text/html", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert english.status_code == chinese.status_code and english.status_code in (200, 405)
+    en_title, en_line = title_and_line(english)
+    zh_title, zh_line = title_and_line(chinese)
+    assert en_title == title and en_line.endswith(".") and not CJK.search(en_title + en_line)
+    assert f"<title>{html.escape(title)} – CPS partner statistics API</title>" in english.content.decode()
+    assert CJK.search(zh_title) and CJK.search(zh_line), (zh_title, zh_line)
+    assert english_words_in_chinese(zh_title + zh_line) == [], (zh_title, zh_line)
+    assert "CPS 导流商统计 API" in chinese.content.decode()

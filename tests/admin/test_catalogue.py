@@ -60,7 +60,7 @@ def test_the_admin_speaks_chinese_by_default_and_english_on_request(client, sett
 PRODUCT_TERMS = {
     "PV", "UV", "CPS", "API", "CSV", "JSON", "UTF", "ISO", "YYYY", "MM", "DD", "ID", "HTTP", "URL", "SQL",
     "Redis", "Kafka", "MySQL", "MariaDB", "MongoDB", "HyperLogLog", "openid",
-    "Token", "Basic", "Bearer", "Authorization", "Accept", "null",
+    "Token", "Basic", "Bearer", "Authorization", "Accept", "null", "GET", "POST", "OpenAPI", "DAU", "WAU", "MAU",
 }  # fmt: skip
 API_WORDS = {
     "start", "end", "date", "month", "partner", "parent", "level", "window", "scope", "precision", "limit",
