@@ -111,6 +111,7 @@ BAD_REQUESTS = [
     ("staff", "get", "partners/A/stats/?start=2026-11-01&end=2027-12-01", {}, 400),
     ("staff", "get", "partners/A/stats/?start=1999-12-31", {}, 400),
     ("staff", "get", "partners/NOPE/stats/", {}, 404),
+    ("anonymous", "get", "partners/A/statistics/", {}, 404),
     ("staff", "get", "partners/A/stats/?format=xml", {}, 400),
     ("staff", "get", "partners/A/stats/", {"HTTP_ACCEPT": "application/xml"}, 406),
     ("staff", "get", "partners/?level=9", {}, 400),
