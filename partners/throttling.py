@@ -189,8 +189,9 @@ def error_body(exc: Exception, data) -> dict:
 
     ``error`` is DRF's code (``invalid``, ``parse_error``, ``not_authenticated``, ``permission_denied``,
     ``not_found``, ``not_acceptable``, ``throttled`` …) and ``detail`` one readable sentence, in the request's
-    language (``LocaleMiddleware``: the language cookie, then ``Accept-Language``, then ``LANGUAGE_CODE``). An error about parameters or body
-    fields also lists the messages under each one's name, as DRF does, so a client can tell which to fix.
+    language (``LocaleMiddleware``: the language cookie, then ``Accept-Language``, then ``LANGUAGE_CODE``). An
+    error about parameters or body fields also lists the messages under each one's name, as DRF does, so a
+    client can tell which to fix.
     """
     fields = {}
     if isinstance(data, dict):

@@ -1,4 +1,4 @@
-"""What the browsable API shows above an endpoint: a title and one line on what it answers, in the reader's language.
+"""The browsable API's title and line above each endpoint, in the reader's language.
 
 DRF would show a name made of the view's class or function name ("Partner Stats") and the view's docstring,
 both written for developers and in English whatever the language. The settings ``VIEW_NAME_FUNCTION`` and
