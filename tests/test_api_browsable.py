@@ -14,8 +14,7 @@ from rest_framework.test import APIClient
 from loginlog.services import login_record
 from partners.models import Partner
 from partners.services import portal_token_issue
-from tests.admin.test_catalogue import _CJK as CJK
-from tests.admin.test_catalogue import english_words_in_chinese
+from tests.admin.test_catalogue import CJK, english_words_in_chinese
 from tests.factories import at, create_partner, feed, pv_event, staff_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.time_machine("2026-11-21T12:40:00+08:00", tick=False)]

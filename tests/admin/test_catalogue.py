@@ -73,7 +73,7 @@ _MARKUP = re.compile(r"<[^>]+>|&[a-z]+;")
 # Codes, permissions, media types, dates, addresses (anything holding a digit, or one of _ . : / @ between two
 # characters), and a prefix such as file: before what follows it.
 _IDENTIFIER = re.compile(r"[A-Za-z0-9]*(?:[_.:/@][A-Za-z0-9]|\d)[A-Za-z0-9_.:/@+-]*|[A-Za-z]+:(?=\S)")
-_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 
 
 def english_words_in_chinese(text: str) -> list[str]:
@@ -233,7 +233,7 @@ def cache_clear_throttles() -> None:
 def test_api_errors_are_wholly_english_under_accept_language_en(api_world):
     answers = refusal_messages(api_world, "en")
     assert len(answers) == len(BAD_REQUESTS)
-    assert [(kind, url, m) for kind, _, url, ms in answers for m in ms if _CJK.search(m)] == []
+    assert [(kind, url, m) for kind, _, url, ms in answers for m in ms if CJK.search(m)] == []
 
 
 @pytest.mark.django_db
@@ -241,7 +241,7 @@ def test_api_errors_are_wholly_english_under_accept_language_en(api_world):
 @pytest.mark.parametrize("language", ["zh-hans", "zh-CN"])
 def test_api_errors_are_wholly_chinese_under_accept_language_zh(api_world, language):
     answers = refusal_messages(api_world, language)
-    not_chinese = [(url, m) for _, _, url, ms in answers for m in ms if not _CJK.search(m)]
+    not_chinese = [(url, m) for _, _, url, ms in answers for m in ms if not CJK.search(m)]
     english_left = [(url, m) for _, _, url, ms in answers for m in ms if english_words_in_chinese(m)]
     assert (not_chinese, english_left) == ([], [])
 
@@ -250,7 +250,7 @@ def test_api_errors_are_wholly_chinese_under_accept_language_zh(api_world, langu
 @pytest.mark.time_machine(CLOCK, tick=False)
 def test_without_accept_language_the_api_speaks_the_products_language(api_world):
     answers = refusal_messages(api_world, "", header=False)
-    not_chinese = [(url, m) for _, _, url, ms in answers for m in ms if not _CJK.search(m)]
+    not_chinese = [(url, m) for _, _, url, ms in answers for m in ms if not CJK.search(m)]
     english_left = [(url, m) for _, _, url, ms in answers for m in ms if english_words_in_chinese(m)]
     assert (not_chinese, english_left) == ([], [])
     throttled = next(ms[0] for kind, _, _, ms in answers if kind == "throttled portal")
