@@ -249,11 +249,19 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "cpsproject.common.params.Pagination",
     "PAGE_SIZE": 100,
-    # DRF's JSON renderer, which also sends bodies a view rendered itself (the stats endpoint's year of days).
-    "DEFAULT_RENDERER_CLASSES": ["cpsproject.common.json_rendering.JSONRenderer"],
+    # JSON first, so that a client asking for nothing in particular (or */*) gets JSON; it also sends bodies a
+    # view rendered itself (the stats endpoint's year of days). The browsable API answers a browser (text/html,
+    # ?format=api) in production too: staff signed in to the admin read the API in the same browser.
+    "DEFAULT_RENDERER_CLASSES": [
+        "cpsproject.common.json_rendering.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     # A ?format= the view cannot render is a 400 naming "format" (DRF's default answers a bare 404).
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "cpsproject.common.params.FormatNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The browsable API's title and line above each endpoint, in the reader's language.
+    "VIEW_NAME_FUNCTION": "cpsproject.common.browsable.view_name",
+    "VIEW_DESCRIPTION_FUNCTION": "cpsproject.common.browsable.view_description",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CPS partner statistics API",
@@ -279,8 +287,6 @@ SPECTACULAR_SETTINGS = {
         "partners.authentication.TokenAuthentication",
     ],
 }
-if DEBUG:
-    REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append("rest_framework.renderers.BrowsableAPIRenderer")
 
 # --- django-q2 ----------------------------------------------------------------------------------------
 Q_CLUSTER = {

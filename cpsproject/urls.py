@@ -11,3 +11,5 @@ urlpatterns = [
     # Prometheus scrapes: staff session or Authorization: Bearer $CPS_METRICS_TOKEN (stats/metrics_view.py).
     path("metrics", metrics_view, name="metrics"),
 ]
+# A path nothing answers: under /api/ in the API's one error shape (cpsproject.api_urls), elsewhere Django's page.
+handler404 = "cpsproject.api_urls.not_found"

@@ -9,6 +9,7 @@ from itertools import repeat
 
 from django.http import HttpResponseBase
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes, renderer_classes
@@ -19,13 +20,13 @@ from rest_framework.settings import api_settings
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
-from cpsproject.common.params import date_param, error_responses, query
+from cpsproject.common.params import date_param, error_responses, query, shown
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth
 from loginlog.selectors import active_counts, active_page, every_active_user, login_days
 from loginlog.serializers import ActiveQuery, CountsQuery, LoginRangeQuery
 from loginlog.services import login_record
-from loginlog.validation import LoginRejected, user_types, validate_login
+from loginlog.validation import LoginRejected, max_user_id, user_types, validate_login
 from partners.permissions import ModelPermissionForWrites, StaffOnly
 
 ACTIVE_PAGE_SIZE = 1000
@@ -50,14 +51,33 @@ class LoginWrites(ModelPermissionForWrites):
     """Recording a login needs ``loginlog.add_loginmonth``: logins end up as ``LoginMonth`` rows."""
 
     model = LoginMonth
-    message = "Recording logins needs a staff user with the loginlog.add_loginmonth permission."
+    message = gettext_lazy("Recording logins needs a staff user with the loginlog.add_loginmonth permission.")
 
 
 def _user(user_type: object, user_id: object) -> tuple[str, int]:
     try:
         return validate_login(user_type=user_type, user_id=user_id)
     except LoginRejected as exc:
-        raise ValidationError({exc.field: str(exc)}) from exc
+        value = user_type if exc.field == "user_type" else user_id
+        raise ValidationError({exc.field: _rejection(exc, value)}) from exc
+
+
+def _rejection(exc: LoginRejected, value: object) -> str:
+    """``exc``'s message in the request's language (``validate_login`` words it in English for dead letters)."""
+    if exc.missing:
+        return gettext("%(name)s is missing.") % {"name": exc.field}
+    if exc.field == "user_type":
+        return gettext("%(name)s must be one of %(choices)s, not %(value)s.") % {
+            "name": exc.field,
+            "choices": ", ".join(user_types()),
+            "value": shown(value),
+        }
+    small_int = isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30
+    shown_id = str(value) if small_int else shown(value)
+    return gettext("user_id must be an integer from 0 to %(most)d, not %(value)s.") % {
+        "most": max_user_id(),
+        "value": shown_id,
+    }
 
 
 _LOGIN = inline_serializer(
@@ -86,7 +106,7 @@ def record_login(request: Request) -> Response:
     """Record ``{"user_type","user_id","date"?}``; staff and service (staff) tokens with the permission."""
     data = request.data
     if not hasattr(data, "get"):
-        raise ParseError("The body must be a JSON object.")
+        raise ParseError(gettext("The body must be a JSON object."))
     user_type, user_id = _user(data.get("user_type"), data.get("user_id"))
     day = date_param(data, "date", default=_today())
     login_record(user_type=user_type, user_id=user_id, day=day)
@@ -191,7 +211,7 @@ def active(request: Request) -> Response | HttpResponseBase:
         user_types=types, start=start, end=end, offset=(page - 1) * ACTIVE_PAGE_SIZE, limit=ACTIVE_PAGE_SIZE
     )
     if page > 1 and not rows:
-        raise NotFound({"page": ["Invalid page."]})
+        raise NotFound({"page": [gettext("Invalid page.")]})
     results = [u for _, u in rows] if one_type else [{"user_type": t, "user_id": u} for t, u in rows]
     return Response(
         {

@@ -6,6 +6,7 @@ Defaults that depend on the clock (today, this month) are applied from the conte
 
 import datetime as dt
 
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from cpsproject.common.params import MAX_PAGE, QueryChoice, QueryDate, QueryInt, QueryMonth, check_date_range
@@ -49,7 +50,9 @@ class CountsQuery(serializers.Serializer):
     user_type = QueryChoice(
         choices=[],
         help_text="One of the configured user types (client, office).",
-        error_messages={"required": "user_type is required (one of the configured user types)."},
+        error_messages={
+            "required": gettext_lazy("user_type is required (one of the configured user types).")
+        },
     )
     date = QueryDate(required=False, help_text="The day (YYYY-MM-DD). Default: today.")
 

@@ -9,7 +9,7 @@ from django.contrib.auth import get_permission_codename
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Model, QuerySet
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
@@ -69,7 +69,7 @@ def _portal_scope(user_id: int) -> Partner | None:
 class IsStaffOrPortal(BasePermission):
     """A partner portal token, or staff holding ``staff_perms`` (the view permissions of what the view reads)."""
 
-    message = "Staff credentials or a partner portal token are required."
+    message = gettext_lazy("Staff credentials or a partner portal token are required.")
     staff_perms: tuple[str, ...] = ()
 
     def has_permission(self, request, view) -> bool:
@@ -93,7 +93,7 @@ class PartnerReaders(IsStaffOrPortal):
 class StaffOnly(IsStaffOrPortal):
     """Staff holding ``staff_perms``; portal tokens are refused."""
 
-    message = "Staff credentials are required."
+    message = gettext_lazy("Staff credentials are required.")
 
     def has_permission(self, request, view) -> bool:
         user = request.user
@@ -111,7 +111,7 @@ class ModelPermissionForWrites(BasePermission):
 
     model: type[Model]
     actions = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
-    message = "You do not have permission to change this data."
+    message = gettext_lazy("You do not have permission to change this data.")
 
     def has_permission(self, request, view) -> bool:
         if request.method in SAFE_METHODS:
@@ -126,7 +126,7 @@ class ModelPermissionForWrites(BasePermission):
 
 class PartnerWrites(ModelPermissionForWrites):
     model = Partner
-    message = (
+    message = gettext_lazy(
         "Writing partners needs a staff user with the partners permission (partners.add_partner to create)."
     )
 

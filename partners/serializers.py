@@ -1,11 +1,15 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
+from rest_framework.validators import UniqueValidator
 
 from cpsproject.common.params import QueryChoice
-from partners.models import Partner
+from partners.models import CODE_VALIDATOR, Partner
 from partners.permissions import could_be_code, portal_partner
 from partners.services import partner_create
+
+DUPLICATE_CODE = gettext_lazy("A partner with this code already exists.")
 
 
 class PartnerSerializer(serializers.ModelSerializer):
@@ -15,12 +19,22 @@ class PartnerSerializer(serializers.ModelSerializer):
         allow_null=True,
         required=False,
         help_text="The parent's code; null for a top partner, and for the top of a portal token's subtree.",
+        error_messages={"does_not_exist": gettext_lazy("No partner has the code '{value}'.")},
     )
 
     class Meta:
         model = Partner
         fields = ["code", "name", "parent", "level", "is_active"]
         read_only_fields = ["level", "is_active"]
+        # Django's own wording ("具有 代码 的 导流商 已存在") reads badly in Chinese.
+        extra_kwargs = {
+            "code": {
+                "validators": [
+                    CODE_VALIDATOR,
+                    UniqueValidator(queryset=Partner.objects.all(), message=DUPLICATE_CODE),
+                ]
+            }
+        }
 
     def to_representation(self, instance: Partner) -> dict:
         data = super().to_representation(instance)
@@ -40,7 +54,7 @@ class PartnerSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc
         except IntegrityError as exc:
             # Two requests creating the same code at once: the loser's check passed before the winner committed.
-            raise serializers.ValidationError({"code": ["partner with this code already exists."]}) from exc
+            raise serializers.ValidationError({"code": [str(DUPLICATE_CODE)]}) from exc
 
 
 class _ParentCode(serializers.CharField):
@@ -48,7 +62,7 @@ class _ParentCode(serializers.CharField):
 
     def to_internal_value(self, value):
         if not isinstance(value, str) or (value and not could_be_code(value)):
-            raise serializers.ValidationError("parent must be a partner code.")
+            raise serializers.ValidationError(gettext("parent must be a partner code."))
         return value
 
 

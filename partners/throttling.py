@@ -20,6 +20,7 @@ import logging
 from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
+from django.utils.translation import gettext
 from django_redis import get_redis_connection
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated, Throttled
@@ -151,7 +152,9 @@ class FailedAuthenticationGate(BaseAuthentication):
     def authenticate(self, request):
         throttle = AuthFailureThrottle()
         if not throttle.allow_request(request, None):
-            raise Throttled(wait=throttle.wait(), detail="Too many failed authentications from this address.")
+            raise Throttled(
+                wait=throttle.wait(), detail=gettext("Too many failed authentications from this address.")
+            )
         return None
 
     def authenticate_header(self, request) -> str:
@@ -185,8 +188,10 @@ def error_body(exc: Exception, data) -> dict:
     """One shape for every error: ``{"error": code, "detail": sentence, <parameter>: [messages], …}``.
 
     ``error`` is DRF's code (``invalid``, ``parse_error``, ``not_authenticated``, ``permission_denied``,
-    ``not_found``, ``throttled`` …) and ``detail`` one readable sentence. An error about parameters or body
-    fields also lists the messages under each one's name, as DRF does, so a client can tell which to fix.
+    ``not_found``, ``not_acceptable``, ``throttled`` …) and ``detail`` one readable sentence, in the request's
+    language (``LocaleMiddleware``: the language cookie, then ``Accept-Language``, then ``LANGUAGE_CODE``). An
+    error about parameters or body fields also lists the messages under each one's name, as DRF does, so a
+    client can tell which to fix.
     """
     fields = {}
     if isinstance(data, dict):
@@ -196,7 +201,7 @@ def error_body(exc: Exception, data) -> dict:
         fields, detail = ({"non_field_errors": _messages(data)} if data else {}), ""
     if not detail:
         first_name, first = next(iter(fields.items()), ("", []))
-        message = first[0] if first else "Error."
+        message = first[0] if first else gettext("The request was refused.")
         named = not first_name or first_name == "non_field_errors" or message.startswith(first_name)
         detail = message if named else f"{first_name}: {message}"
     return {"error": _error_code(exc), "detail": detail, **fields}
@@ -217,7 +222,9 @@ def exception_handler(exc, context):
     if response is None:
         return None
     response.data = error_body(exc, response.data)
+    # The browsable API shows its errors on its page; every other format, and a request refused before its
+    # format was settled (a bad ?format=, an Accept header nothing satisfies), gets JSON.
     renderer = getattr(request, "accepted_renderer", None)
-    if renderer is not None and not isinstance(renderer, JSONRenderer) and renderer.format != "api":
+    if renderer is None or (not isinstance(renderer, JSONRenderer) and renderer.format != "api"):
         request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
     return response

@@ -167,7 +167,11 @@ def test_json_nested_50000_deep_is_a_400_parse_error(tree, url, body):
     client = token_client(grant(create_staff(), "add_loginmonth", "add_partner"))
     response = client.post(API + url, body, content_type="application/json")
     assert response.status_code == 400
-    assert "JSON parse error" in response.json()["detail"]
+    body = response.json()
+    assert (
+        body["error"] == "parse_error"
+        and body["detail"] == "The body is not valid JSON: it is nested too deeply."
+    )
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b'"client"', b"null", b"12"])

@@ -2,7 +2,9 @@
 
 A year of partner days is the API's busiest answer; its closed days never change, so the stats endpoint keeps
 them rendered and sends ``RenderedJSON``. Building 365 dictionaries and encoding them with ``json.dumps`` on
-every request cost more CPU than reading the numbers. Anything else renders as DRF renders it.
+every request cost more CPU than reading the numbers. Compact JSON sends those bytes as they are; an indented
+answer (``Accept: application/json; indent=4``, and the browsable API, which asks this renderer for its page's
+JSON block) decodes them first. Anything else renders as DRF renders it.
 """
 
 import orjson
@@ -18,5 +20,6 @@ class JSONRenderer(renderers.JSONRenderer):
         if isinstance(data, RenderedJSON):
             if not self.get_indent(accepted_media_type, renderer_context or {}):
                 return bytes(data)
-            data = orjson.loads(data)  # indented on request (the browsable API): DRF's own formatting
+            # orjson reads bytes, not subclasses of it: a memoryview of the same buffer, no copy.
+            data = orjson.loads(memoryview(data))
         return super().render(data, accepted_media_type, renderer_context)

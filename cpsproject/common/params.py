@@ -11,6 +11,7 @@ admin's dashboard also calls directly.
 """
 
 import datetime as dt
+import json
 import re
 from collections.abc import Mapping, Sequence
 
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
 from rest_framework import parsers, serializers
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotAcceptable, NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.settings import api_settings
@@ -43,23 +44,40 @@ def shown(value: object) -> str:
     return repr(text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
+def _said(name: str, value: object) -> dict[str, str]:
+    """The values of a message about ``value`` given for the parameter ``name``."""
+    return {"name": name, "value": shown(value)}
+
+
 def _raw(params: Mapping, name: str) -> str | None:
     """The parameter as a string, or None when absent or empty; refuse what no parser should see."""
     raw = params.get(name)
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str):
-        raise ValidationError({name: f"{name} must be a string, not {shown(raw)}."})
+        raise ValidationError({name: gettext("%(name)s must be a string, not %(value)s.") % _said(name, raw)})
     if len(raw) > MAX_LENGTH:
-        raise ValidationError({name: f"{name} is longer than {MAX_LENGTH} characters."})
+        raise ValidationError(
+            {
+                name: gettext("%(name)s is longer than %(most)d characters.")
+                % {"name": name, "most": MAX_LENGTH}
+            }
+        )
     if not raw.isprintable():
-        raise ValidationError({name: f"{name} holds unprintable characters: {shown(raw)}."})
+        raise ValidationError(
+            {name: gettext("%(name)s holds unprintable characters: %(value)s.") % _said(name, raw)}
+        )
     return raw
 
 
 def _bounded(name: str, day: dt.date) -> dt.date:
     if not EARLIEST <= day <= LATEST:
-        raise ValidationError({name: f"{name} must be from {EARLIEST} to {LATEST}, not {day.isoformat()}."})
+        raise ValidationError(
+            {
+                name: gettext("%(name)s must be from %(first)s to %(last)s, not %(value)s.")
+                % {"name": name, "first": EARLIEST, "last": LATEST, "value": day.isoformat()}
+            }
+        )
     return day
 
 
@@ -68,14 +86,16 @@ def date_param(params: Mapping, name: str, *, default: dt.date | None = None) ->
     raw = _raw(params, name)
     if raw is None:
         if default is None:
-            raise ValidationError({name: f"{name} is required (YYYY-MM-DD)."})
+            raise ValidationError({name: gettext("%(name)s is required (YYYY-MM-DD).") % {"name": name}})
         return default
     try:
         if not _DATE.fullmatch(raw):
             raise ValueError(raw)
         day = dt.date.fromisoformat(raw)
     except ValueError as exc:
-        raise ValidationError({name: f"{name} must be a date as YYYY-MM-DD, not {shown(raw)}."}) from exc
+        raise ValidationError(
+            {name: gettext("%(name)s must be a date as YYYY-MM-DD, not %(value)s.") % _said(name, raw)}
+        ) from exc
     return _bounded(name, day)
 
 
@@ -132,7 +152,9 @@ def month_param(params: Mapping, name: str) -> tuple[dt.date, dt.date] | None:
             raise ValueError(raw)
         first = dt.date(int(raw[:4]), int(raw[5:]), 1)
     except ValueError as exc:
-        raise ValidationError({name: f"{name} must be a month as YYYY-MM, not {shown(raw)}."}) from exc
+        raise ValidationError(
+            {name: gettext("%(name)s must be a month as YYYY-MM, not %(value)s.") % _said(name, raw)}
+        ) from exc
     _bounded(name, first)
     following = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
     return first, following - dt.timedelta(days=1)
@@ -144,10 +166,17 @@ def int_param(params: Mapping, name: str, *, default: int, low: int, high: int) 
     if raw is None:
         return default
     if not _INT.fullmatch(raw):
-        raise ValidationError({name: f"{name} must be an integer, not {shown(raw)}."})
+        raise ValidationError(
+            {name: gettext("%(name)s must be an integer, not %(value)s.") % _said(name, raw)}
+        )
     value = int(raw)
     if not low <= value <= high:
-        raise ValidationError({name: f"{name} must be between {low} and {high}."})
+        raise ValidationError(
+            {
+                name: gettext("%(name)s must be between %(low)d and %(high)d.")
+                % {"name": name, "low": low, "high": high}
+            }
+        )
     return value
 
 
@@ -165,7 +194,10 @@ def choice_param(params: Mapping, name: str, *, choices: Sequence[str], default:
     value = default if raw is None else raw
     if value not in choices:
         raise ValidationError(
-            {name: f"{name} must be one of {', '.join(map(str, choices))}, not {shown(value)}."}
+            {
+                name: gettext("%(name)s must be one of %(choices)s, not %(value)s.")
+                % {**_said(name, value), "choices": ", ".join(map(str, choices))}
+            }
         )
     return value
 
@@ -198,7 +230,10 @@ def datetime_param(params: Mapping, name: str, *, default: dt.datetime) -> dt.da
         moment = dt.datetime.fromisoformat(raw)
     except ValueError as exc:
         raise ValidationError(
-            {name: f"{name} must be an ISO-8601 date or datetime, not {shown(raw)}."}
+            {
+                name: gettext("%(name)s must be an ISO-8601 date or datetime, not %(value)s.")
+                % _said(name, raw)
+            }
         ) from exc
     # The wall date is bounded, and an offset is under a day, so any conversion stays far inside the calendar.
     _bounded(name, moment.date())
@@ -209,13 +244,26 @@ def datetime_param(params: Mapping, name: str, *, default: dt.datetime) -> dt.da
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser; a body nested deeper than Python's parser can recurse is a 400 like any bad JSON."""
+    """DRF's JSON parser, refusing in the reader's language and saying where the body stops being JSON.
+
+    DRF's message is Python's English error text; a body nested deeper than Python's parser can recurse is a
+    400 like any bad JSON.
+    """
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError as exc:
-            raise ParseError("JSON parse error - the body is nested too deeply.") from exc
+            raise ParseError(gettext("The body is not valid JSON: it is nested too deeply.")) from exc
+        except ParseError as exc:
+            cause = exc.__context__
+            if isinstance(cause, json.JSONDecodeError):
+                raise ParseError(
+                    gettext("The body is not valid JSON (at line %(line)d, column %(column)d).")
+                    % {"line": cause.lineno, "column": cause.colno}
+                ) from exc
+            # Bytes that are not UTF-8, or NaN and Infinity (no JSON number stands for them).
+            raise ParseError(gettext("The body is not valid JSON (UTF-8, finite numbers only).")) from exc
 
 
 class Pagination(PageNumberPagination):
@@ -234,15 +282,34 @@ class Pagination(PageNumberPagination):
 
 
 class FormatNegotiation(DefaultContentNegotiation):
-    """DRF's negotiation; a ``?format=`` the view cannot render is a 400 naming ``format`` (DRF: a bare 404)."""
+    """DRF's negotiation, where ``?format=`` wins over the Accept header, and refusals say what would work.
+
+    A ``?format=`` the view cannot render is a 400 naming ``format`` and listing the formats it can (DRF: a bare
+    404); a format it can render is answered whatever the Accept header asks (DRF: a 406 when they disagree,
+    so ``?format=csv`` failed from a client that sends ``Accept: text/html``). Without ``?format=``, an Accept
+    header the view cannot satisfy is a 406 listing the media types it answers.
+    """
 
     def select_renderer(self, request, renderers, format_suffix=None):
         name = api_settings.URL_FORMAT_OVERRIDE
+        chosen = None
         if name and not format_suffix:
-            choice_param(
-                request.query_params, name, choices=[r.format for r in renderers], default=renderers[0].format
-            )
-        return super().select_renderer(request, renderers, format_suffix)
+            formats = list(dict.fromkeys(r.format for r in renderers))  # a format may have two renderers
+            if request.query_params.get(name):
+                chosen = choice_param(request.query_params, name, choices=formats)
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable as exc:
+            if chosen is not None:
+                renderer = next(r for r in renderers if r.format == chosen)
+                return renderer, renderer.media_type
+            types = ", ".join(dict.fromkeys(r.media_type for r in renderers))
+            raise NotAcceptable(
+                gettext(
+                    "The Accept header asks for none of the media types this endpoint answers: %(types)s."
+                )
+                % {"types": types}
+            ) from exc
 
 
 # --- The schema of what these parsers accept and refuse (drf-spectacular) -------------------------------
@@ -257,7 +324,7 @@ ERROR_SCHEMA = {
         "error": {
             "type": "string",
             "description": "invalid, parse_error, not_authenticated, authentication_failed, permission_denied, "
-            "not_found, method_not_allowed, throttled",
+            "not_found, method_not_allowed, not_acceptable, unsupported_media_type, throttled",
         },
         "detail": {"type": "string", "description": "One readable sentence."},
     },

@@ -1,8 +1,8 @@
 """The product as the README runs it in production, in a real browser: collectstatic, then gunicorn with the
 product's own settings (``DEBUG=0``, a ``SECRET_KEY``), no development server and no front proxy.
 
-Staff log in, the dashboard and a list are styled by the admin's stylesheet, no asset answers an error, and
-Swagger UI renders the API's schema. Screenshots go to ``.run/screenshots/`` for a person to look at.
+Staff log in, the dashboard and a list are styled by the admin's stylesheet, no asset answers an error,
+Swagger UI renders the API's schema, and the API opens in the same browser (DRF's browsable API). Screenshots go to ``.run/screenshots/`` for a person to look at.
 """
 
 import gzip
@@ -144,11 +144,23 @@ def check_pages(browser, base: str) -> list[str]:
     assert "CPS partner statistics API" in page.inner_text(".swagger-ui .info .title")
     assert page.locator(".swagger-ui .opblock").count() >= 10  # one block per operation of the schema
     page.screenshot(path=SCREENSHOTS / "production-4-api-docs.png", full_page=True)
+
+    # The API itself opens in the same browser (DRF's browsable API, with DEBUG off too), styled.
+    answer = page.goto(f"{base}/api/v1/partners/")
+    assert answer.status == 200 and answer.headers["content-type"].startswith("text/html")
+    assert page.inner_text("h1") == "Partner list"
+    # Bootstrap's grey breadcrumb bar: unstyled, it would be transparent.
+    breadcrumb = "getComputedStyle(document.querySelector('.breadcrumb')).backgroundColor"
+    assert page.evaluate(breadcrumb) == "rgb(245, 245, 245)"
+    page.screenshot(path=SCREENSHOTS / "production-5-api.png", full_page=True)
     context.close()
 
     # The pages name hashed files (collectstatic's manifest), the admin's stylesheet among them.
     assert any(re.search(r"/static/admin/css/base\.[0-9a-f]{12}\.css$", url) for url in assets), assets
     assert any("/static/drf_spectacular_sidecar/swagger-ui-dist/" in url for url in assets), assets
+    assert any(
+        re.search(r"/static/rest_framework/css/bootstrap\.min\.[0-9a-f]{12}\.css$", url) for url in assets
+    )
     return failed
 
 
