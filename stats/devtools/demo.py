@@ -43,6 +43,8 @@ LIVE_LOGINS_PER_MINUTE = 30.0
 LIVE_SOURCE = "demo:live"  # where the live traffic's offsets are stored, like a Kafka topic's
 LOGIN_USERS = 3000  # user ids 1..LOGIN_USERS, so the same users come back on other days
 LOGIN_DAYS = 7  # the seeded login history: as far back as CPS_MAX_LATENESS_SECONDS lets events in
+# Redis's appendfsync values, as the start-up line says them.
+FSYNC = {"everysec": "once a second", "always": "on every write", "no": "when the system decides"}
 
 
 def login_values(
@@ -103,9 +105,6 @@ def _counted_in_redis() -> Counter[str]:
     for (event_type, _source), n in counted_events().items():
         counted[event_type] += n
     return counted
-
-
-FSYNC = {"everysec": "once a second", "always": "on every write", "no": "when the system decides"}
 
 
 def _redis_line(counted: Counter[str]) -> str:
