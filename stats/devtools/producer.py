@@ -7,6 +7,8 @@ from django.conf import settings
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from stats.pipeline.lag import quiet_kafka_logs
+
 # kafka-python keeps trying to bootstrap for 30 s by default: a mistyped address should fail while one waits.
 BOOTSTRAP_TIMEOUT_SECONDS = 5
 
@@ -18,14 +20,20 @@ class BrokerUnavailable(Exception):
 def kafka_producer() -> KafkaProducer:
     """Return a producer connected to ``KAFKA_BOOTSTRAP_SERVERS``; raise ``BrokerUnavailable`` within seconds."""
     servers = settings.KAFKA_BOOTSTRAP_SERVERS
-    try:
-        return KafkaProducer(
-            bootstrap_servers=servers,
-            linger_ms=20,
-            batch_size=256 * 1024,
-            acks=1,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_SECONDS * 1000,
+    if not servers.strip():
+        raise BrokerUnavailable(
+            "KAFKA_BOOTSTRAP_SERVERS is empty: this installation uses no Kafka; nothing was sent"
         )
+    try:
+        # kafka-python logs an ERROR or a WARNING for each bootstrap attempt: the outcome is one line of ours.
+        with quiet_kafka_logs():
+            return KafkaProducer(
+                bootstrap_servers=servers,
+                linger_ms=20,
+                batch_size=256 * 1024,
+                acks=1,
+                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_SECONDS * 1000,
+            )
     except KafkaError as exc:
         raise BrokerUnavailable(
             f"no Kafka broker answered at {servers} (KAFKA_BOOTSTRAP_SERVERS) within "

@@ -6,6 +6,8 @@ does the same work, and the next scheduled run picks up whatever it left.
 
 import logging
 
+from django.conf import settings
+
 from cpsproject.common.jobruns import job_run
 from cpsproject.common.locks import LockBusy, run_as_task
 from stats.jobs.flush import flush
@@ -42,6 +44,8 @@ def probe_kafka_task() -> str:
     """Ask Kafka for the topic's end offsets and record them: pages read lag from Redis, never from Kafka."""
     from stats.pipeline.lag import KafkaUnavailable, probe_end_offsets
 
+    if not settings.KAFKA_BOOTSTRAP_SERVERS.strip():
+        return "Kafka probe skipped: KAFKA_BOOTSTRAP_SERVERS is empty (this installation uses no Kafka)"
     try:
         ends = probe_end_offsets()
     except KafkaUnavailable as exc:

@@ -119,8 +119,11 @@ def test_the_command_exit_code_as_a_monitoring_system_sees_it(kafka_settings):
         )
 
     failing = run()
-    # In the product's language (zh-hans unless CPS_LANGUAGE_CODE says otherwise).
-    assert (failing.returncode, failing.stdout.splitlines()[0]) == (1, "没有成功落库的记录（阈值 10 分钟）")
+    # In English, as every command speaks, whatever the product's language (zh-hans by default).
+    assert (failing.returncode, failing.stdout.splitlines()[0]) == (
+        1,
+        "no successful flush on record (threshold 10 minutes)",
+    )
     healthy_now(settings)
     healthy = run()
     assert (healthy.returncode, healthy.stdout, healthy.stderr) == (0, "ok\n", "")

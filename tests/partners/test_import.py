@@ -56,3 +56,25 @@ def test_import_rejects_a_wrong_header(tmp_path):
     with pytest.raises(CommandError):
         call_command("import_partners", str(write(tmp_path, "id,title\n1,x\n")))
     assert Partner.objects.count() == 0
+
+
+def test_an_unclosed_quote_is_reported_on_the_line_it_opens(tmp_path, capsys):
+    path = write(
+        tmp_path,
+        'code,name,parent\nA,Alpha,\nB,"Beta,A\nC,Gamma,A\nD,Delta,A\n',  # the quote of line 3 runs to the end
+    )
+    with pytest.raises(CommandError, match="nothing was imported"):
+        call_command("import_partners", str(path))
+    assert capsys.readouterr().err.splitlines() == ["line 3: a quote opens here and is never closed"]
+    assert not Partner.objects.exists()
+
+
+def test_a_name_over_two_lines_keeps_the_lines_after_it_numbered(tmp_path, capsys):
+    path = write(tmp_path, 'code,name,parent\nA,"Alpha\nand more",\nB,,A\nC,"Gam""ma",A\n')
+    with pytest.raises(CommandError):
+        call_command("import_partners", str(path))
+    assert capsys.readouterr().err.splitlines() == ["line 4: name is empty"]
+    path = write(tmp_path, 'code,name,parent\nA,"Alpha\nand more",\nB,"Beta" and more,A\n')
+    with pytest.raises(CommandError):
+        call_command("import_partners", str(path))
+    assert capsys.readouterr().err.splitlines() == ["line 4: not valid CSV (',' expected after '\"')"]

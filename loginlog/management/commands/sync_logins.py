@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, no_translations
 
 from cpsproject.common.locks import command_errors
 from loginlog.services import sync_logins
@@ -9,6 +9,7 @@ class Command(BaseCommand):
         "Sync login bitmaps to LoginMonth and expire Redis login keys past retention (the weekly job), now."
     )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, **options) -> None:
         with command_errors():
             self.stdout.write(sync_logins().summary())

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 
 from partners.services import PartnerImportError, partners_import_csv
 
@@ -11,6 +11,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", type=Path)
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, file: Path, **options) -> None:
         try:
             text = file.read_text(encoding="utf-8-sig")

@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 
 from partners.models import Partner
 from partners.services import portal_token_issue
@@ -10,6 +10,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("code")
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, code: str, **options) -> None:
         partner = Partner.objects.filter(code=code).first()
         if partner is None:

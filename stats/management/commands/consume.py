@@ -1,6 +1,7 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, no_translations
 
 from stats.conf import stats_setting
 from stats.jobs.layout import upgrade_layout
@@ -22,9 +23,14 @@ class Command(BaseCommand):
             "--source", default="kafka", help="kafka (default) or file:PATH to replay JSON lines"
         )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, batch_size: int, exit_when_idle: float | None, source: str, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
+        if source == "kafka" and not settings.KAFKA_BOOTSTRAP_SERVERS.strip():
+            raise CommandError(
+                "KAFKA_BOOTSTRAP_SERVERS is empty: this installation uses no Kafka; use --source file:PATH"
+            )
         upgrade_layout()  # what an earlier version left in Redis moves before anything counts on top of it
         stop = StopFlag()
         stop.install()

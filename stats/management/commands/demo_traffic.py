@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 
 from stats.devtools.demo import LIVE_LOGINS_PER_MINUTE, LIVE_RATE, live_traffic
 from stats.pipeline.consumer import StopFlag
@@ -14,6 +14,7 @@ class Command(BaseCommand):
             "--seconds", type=int, help="stop after this many seconds (default: SIGTERM/SIGINT)"
         )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, rate: float, logins_per_minute: float, seconds: int | None, **options) -> None:
         if not rate > 0 or logins_per_minute < 0:
             raise CommandError("--rate must be above 0 and --logins-per-minute at least 0")

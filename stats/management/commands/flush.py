@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 from django.core.management.commands import flush as django_flush
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
@@ -22,6 +22,7 @@ class Command(BaseCommand):
             "--include-open", action="store_true", help="also write buckets that are still open"
         )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, include_open: bool = False, **options) -> None:
         if any(name in options for name in DJANGO_FLUSH_OPTIONS):
             defaults = {"database": "default", "interactive": False, "reset_sequences": True}

@@ -1,6 +1,6 @@
 import datetime as dt
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 
 from cpsproject.common.locks import command_errors
 from stats.jobs.reconcile import ReconcileRefused, default_reconcile_day, reconcile_closed_day
@@ -12,6 +12,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--date", help="YYYY-MM-DD (default: yesterday in the business time zone)")
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, date: str | None, **options) -> None:
         try:
             day = dt.date.fromisoformat(date) if date else default_reconcile_day()

@@ -1,7 +1,7 @@
 import datetime as dt
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, no_translations
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
@@ -30,6 +30,7 @@ class Command(BaseCommand):
             "(default: random moments of --date)",
         )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(
         self,
         *args,

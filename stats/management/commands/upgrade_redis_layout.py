@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, no_translations
 
 from stats.jobs.layout import upgrade_layout
 
@@ -9,6 +9,7 @@ class Command(BaseCommand):
         "Stop every consumer of the earlier version first."
     )
 
+    @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(self, *args, **options) -> None:
         moved = upgrade_layout()
         self.stdout.write(

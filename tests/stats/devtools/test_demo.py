@@ -1,6 +1,7 @@
 """The demo's data: a seeded week of logins and the live trickle ``scripts/demo`` keeps flowing."""
 
 import datetime as dt
+import re
 
 import pytest
 from django.utils import timezone
@@ -51,3 +52,38 @@ def test_the_demo_seed_leaves_a_week_of_logins(settings, tmp_path):
     seed_demo(events=600)
     today = local_day(timezone.now())
     assert all(logins_on(today - dt.timedelta(days=back)) > 0 for back in range(1, LOGIN_DAYS))
+
+
+def test_the_demo_start_up_lines_say_what_was_loaded_and_what_was_kept(settings, tmp_path):
+    first = seed_demo(events=600, files=tmp_path)
+    today = local_day(timezone.now())
+    loaded = next(line for line in first if line.startswith("today "))
+    assert loaded.startswith(f"today {today}: loaded now (counted "), loaded
+    assert first[0] == "partners: 17 (17 loaded now)"
+    pv_uv = loaded.rsplit("): ", 1)[1]  # "PV n, UV m", as measured after loading
+    again = seed_demo(events=600, files=tmp_path)
+    assert again[:2] == ["partners: 17 (0 loaded now)", "superuser demo/demo: kept"]
+    assert f"today {today}: kept: {pv_uv}" in again
+    # 600 page views a day (a few are bad on purpose) and 12 logins a day over the week: all of them in Redis.
+    redis_line = next(line for line in again if line.startswith("Redis "))
+    assert re.search(
+        r"; kept the [\d,]+ events counted before this start \([\d,]+ login, [\d,]+ pv\)$", redis_line
+    )
+
+
+def test_a_demo_whose_redis_came_back_empty_says_what_is_gone(settings, tmp_path):
+    first = seed_demo(events=600, files=tmp_path)
+    pv = re.search(r"PV ([\d,]+),", first[-1]).group(1)
+    settings.CPS_REDIS_PREFIX += "-empty"  # the same database, and a Redis that kept nothing
+    again = seed_demo(events=600, files=tmp_path)
+    today = local_day(timezone.now())
+    assert next(line for line in again if line.startswith("Redis ")).endswith(
+        "; nothing counted in it before this start"
+    )
+    gone = next(line for line in again if line.startswith("today "))
+    assert re.fullmatch(
+        rf"today {today}: PV {pv}, UV [\d,]+ kept in the database only; Redis came back empty, so what it had "
+        r"not flushed, the rankings, the last hour and the logins are gone \(to start the demo afresh, delete "
+        r"its database .+\)",
+        gone,
+    ), gone
