@@ -31,7 +31,12 @@ def _require(port: int, what: str) -> None:
 
 # Under pytest-xdist the longest tests (real processes, the broker, a browser) go out first, so that no
 # worker is left running one of them alone at the end while the others idle.
-SLOW_PATHS = ("tests/reliability/", "tests/browser/", "tests/test_bench_quick.py")
+SLOW_PATHS = (
+    "tests/reliability/",
+    "tests/browser/",
+    "tests/test_bench_quick.py",
+    "tests/ops/test_demo_restart.py",
+)
 SLOW_FIXTURES = ("kafka_bootstrap", "live_server")
 
 
