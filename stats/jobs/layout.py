@@ -27,11 +27,6 @@ logger = logging.getLogger(__name__)
 
 LAYOUT_VERSION = b"2"
 
-# The keys of version 1 that moved, by what follows "{P}:". Everything else stays under {P}: locks, jobs,
-# the final-days cache, Kafka end offsets, the batch histogram and members, series:cleaned.
-_MOVED = ("pv:", "uv:", "rank:", "series:known", "series:", "metrics:counted", "deadletters")
-_STAYS = ("series:cleaned",)
-
 
 def _move(client, old: str, new: str) -> bool:
     """Move one key; return whether it moved (False: it is gone, or its new name holds something else)."""
@@ -65,29 +60,18 @@ def _move_index(client, old: str, new: str) -> bool:
     return True
 
 
-def _is_index(rest: str) -> bool:
-    """Whether the key is a set or sorted set whose members name other keys."""
-    return (
-        rest == "pv:index"
-        or rest.startswith("uv:index:")
-        or (rest.startswith("rank:") and rest.endswith(":slots"))
-    )
-
-
 def _move_stats_keys(client) -> int:
     moved = 0
     for raw in client.scan_iter(match=keys.version1_pattern(), count=1000):
         old = raw.decode()
-        rest = keys.version1_suffix(old)
-        if rest.startswith("offsets:"):
-            moved += _move_offsets(client, old, rest.removeprefix("offsets:"))
-        elif rest.startswith("fence:"):
+        found = keys.version1_key(old)
+        if found.kind == keys.VERSION1_OFFSETS:
+            moved += _move_offsets(client, old, group=found.group, topic=found.topic)
+        elif found.kind == keys.VERSION1_FENCE:
             client.delete(old)  # the offset key is the fence now
-        elif rest.startswith(_STAYS) or not rest.startswith(_MOVED):
-            continue
-        elif _is_index(rest):
+        elif found.kind == keys.VERSION1_INDEX:
             moved += _move_index(client, old, keys.version1_moved(old))
-        else:
+        elif found.kind == keys.VERSION1_MOVED:
             moved += _move(client, old, keys.version1_moved(old))
     if moved:
         _register(client, 0)
@@ -100,10 +84,8 @@ def _register(client, partition: int) -> None:
     pipe.execute()
 
 
-def _move_offsets(client, old: str, group_topic: str) -> int:
+def _move_offsets(client, old: str, *, group: str, topic: str) -> int:
     """The hash partition -> next offset becomes one key per partition (the partition's fence too)."""
-    # A source may hold colons (file:PATH); the group ids the product uses do not.
-    group, topic = group_topic.split(":", 1)
     for partition, offset in client.hgetall(old).items():
         number = int(partition)
         client.set(keys.offset(group, topic, number), int(offset), ex=keys.LONG_TTL, nx=True)
