@@ -25,8 +25,6 @@ from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
 
-SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"  # the fields, in the order the read script returns them
-
 _ADD = LuaScript(__file__, "pageviews_add.lua")
 _READ = LuaScript(__file__, "pageviews_read.lua")
 _DELETE_IF_UNCHANGED = LuaScript(__file__, "pageviews_delete_if_unchanged.lua")
@@ -39,7 +37,31 @@ READ_CHUNK = 1000
 # busy Redis, and no command holding it for more than a few milliseconds.
 INDEX_PAGE = 10 * READ_CHUNK
 
-MISSING = "\t" * 3  # the line of a bucket whose hash is gone
+_MISSING = "\t" * 3  # the line the read script returns for a bucket whose hash is gone
+
+
+class BucketNumbers(NamedTuple):
+    """What one partition's key of a bucket holds: the hash's fields, in the order every script uses."""
+
+    tree: int  # the partner's subtree's views
+    own: int  # the partner's own views (the hash's ``self`` field)
+    bot: int  # the partner's own bot views
+    generation: str  # the batch that created the key: ``BucketStat.generation``
+
+
+def _numbers(line: str) -> BucketNumbers:
+    """A bucket's line as the read script returns it: ``tree``, ``self``, ``bot`` and ``gen``, tab-separated."""
+    tree, own, bot, generation = line.split("\t")
+    return BucketNumbers(int(tree or 0), int(own or 0), int(bot or 0), generation)
+
+
+class _Increments:
+    """One bucket's increments in a batch, in the order the add script takes them."""
+
+    __slots__ = ("tree", "own", "bot")
+
+    def __init__(self) -> None:
+        self.tree = self.own = self.bot = 0
 
 
 def bucket_start(moment: dt.datetime) -> dt.datetime:
@@ -65,15 +87,14 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     for (lineage, seconds), n in tally.bots.items():
         bots[(lineage, bucket_of[seconds])] += n
 
-    # (code, bucket start) -> [tree, self, bot]
-    buckets: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    buckets: defaultdict[tuple[str, int], _Increments] = defaultdict(_Increments)  # by (code, bucket start)
     for (lineage, start), n in bots.items():
-        buckets[((lineage.codes if lineage else no_partner)[-1], start)][2] += n
+        buckets[((lineage.codes if lineage else no_partner)[-1], start)].bot += n
     for (lineage, start), n in humans.items():
         chain = lineage.codes if lineage else no_partner
-        buckets[(chain[-1], start)][1] += n
+        buckets[(chain[-1], start)].own += n
         for code in chain:
-            buckets[(code, start)][0] += n
+            buckets[(code, start)].tree += n
     if not buckets:
         return
     partition = writes.partition
@@ -83,10 +104,10 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     for first in range(0, len(items), BUCKETS_PER_CALL):
         bucket_keys: list[str] = []
         numbers: list[int] = []
-        for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
+        for (code, start), added in items[first : first + BUCKETS_PER_CALL]:
             stamp = clock.stamp_minute(start)
             bucket_keys.append(keys.pv_bucket(partition, code, stamp))
-            numbers += (int(stamp), tree, own, bot)
+            numbers += (int(stamp), added.tree, added.own, added.bot)
         _ADD.queue(
             writes.fenced,
             keys=[*bucket_keys, keys.pv_index(partition)],
@@ -99,12 +120,15 @@ class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
     key: str
     code: str
     stamp: str  # yyyyMMddHHmm, the key's suffix
-    line: str  # the hash's self, tree, bot and gen fields as read, tab-separated ('' when missing)
+    line: str  # the hash as the read script returns it: what compare-and-delete checks
 
-    def numbers(self) -> tuple[int, int, int, str]:
-        """``(tree, self, bot, gen)``."""
-        own, tree, bot, generation = self.line.split("\t")
-        return int(tree or 0), int(own or 0), int(bot or 0), generation
+    @property
+    def missing(self) -> bool:
+        """Whether the key was gone (still indexed): it writes no row and is only un-indexed."""
+        return self.line == _MISSING
+
+    def numbers(self) -> BucketNumbers:
+        return _numbers(self.line)
 
 
 def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
@@ -157,11 +181,11 @@ def delete_unchanged(client, buckets: list[BucketRead]) -> int:
 
 def read_live(
     client, code: str, stamps: list[str], *, partitions: list[int] | None = None
-) -> list[list[tuple[int, int, str]]]:
-    """For each of ``code``'s buckets ``stamps``, the ``(tree, self, gen)`` of every partition's key that
-    exists; one round trip (a script call per partition). ``partitions``: ``known_partitions``, when the
-    caller has already read them for this request."""
-    found: list[list[tuple[int, int, str]]] = [[] for _ in stamps]
+) -> list[list[BucketNumbers]]:
+    """For each of ``code``'s buckets ``stamps``, what every partition's key that exists holds; one round trip
+    (a script call per partition). ``partitions``: ``known_partitions``, when the caller has already read them
+    for this request."""
+    found: list[list[BucketNumbers]] = [[] for _ in stamps]
     if not stamps:
         return found
     if partitions is None:
@@ -171,9 +195,8 @@ def read_live(
         _READ.queue(pipe, keys=[keys.pv_bucket(partition, code, stamp) for stamp in stamps])
     for reply in pipe.execute():
         for at, line in enumerate(reply.decode().split("\n")):
-            if line != MISSING:
-                own, tree, _bot, generation = line.split("\t")
-                found[at].append((int(tree or 0), int(own or 0), generation))
+            if line != _MISSING:
+                found[at].append(_numbers(line))
     return found
 
 

@@ -203,29 +203,29 @@ class _BucketsRead:
             yield self._rows(known)
 
     def written(self) -> int:
-        return sum(1 for b in self.last.values() if b.line != pageviews.MISSING)
+        return sum(1 for b in self.last.values() if not b.missing)
 
     def _rows(self, buckets: list[pageviews.BucketRead]) -> list[dict]:
         ids, starts, touched = self.ids, self._starts, self.touched
         rows = []
         for bucket in buckets:
             code, stamp = bucket.code, bucket.stamp
-            if bucket.line == pageviews.MISSING:
+            if bucket.missing:
                 continue
             if stamp not in starts:
                 start = parse_stamp_minute(stamp)
                 starts[stamp] = start, local_day(start)
             start, day = starts[stamp]
-            tree, own, bot, generation = bucket.numbers()
+            numbers = bucket.numbers()
             partner_id = ids[code]
             rows.append(
                 {
                     "partner_id": partner_id,
                     "start": start,
-                    "generation": generation,
-                    "pv": tree,
-                    "pv_self": own,
-                    "bot_pv": bot,
+                    "generation": numbers.generation,
+                    "pv": numbers.tree,
+                    "pv_self": numbers.own,
+                    "bot_pv": numbers.bot,
                 }
             )
             touched.add((partner_id, day))

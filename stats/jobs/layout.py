@@ -20,6 +20,7 @@ from redis.exceptions import ResponseError
 
 from cpsproject.common.locks import job_lock
 from stats import keys
+from stats.pipeline import offsets
 from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
 from stats.pipeline.registry import layout_upgrades
 
@@ -87,9 +88,9 @@ def _register(client, partition: int) -> None:
 def _move_offsets(client, old: str, *, group: str, topic: str) -> int:
     """The hash partition -> next offset becomes one key per partition (the partition's fence too)."""
     for partition, offset in client.hgetall(old).items():
-        number = int(partition)
-        client.set(keys.offset(group, topic, number), int(offset), ex=keys.LONG_TTL, nx=True)
-        _register(client, number)
+        offsets.store_if_absent(
+            client, group=group, source=topic, partition=int(partition), offset=int(offset)
+        )
     client.delete(old)
     return 1
 

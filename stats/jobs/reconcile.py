@@ -14,13 +14,12 @@ import logging
 from dataclasses import dataclass
 
 from django.utils import timezone
-from django_redis import get_redis_connection
 
 from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import business_tz, local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
-from stats import keys
+from stats.jobs import final_days
 from stats.jobs.retention import archive_cutoff
 from stats.keys import NO_PARTNER
 from stats.models import DailyStat, ReconcileDrift
@@ -45,14 +44,6 @@ class ReconcileResult:
 def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
     """Yesterday in the business time zone."""
     return local_day(now or timezone.now()) - dt.timedelta(days=1)
-
-
-def _forget_final_days() -> None:
-    """Move the final-days cache to a new generation (``stats.keys.final_days``): every entry is read again."""
-    pipe = get_redis_connection("default").pipeline(transaction=True)
-    pipe.incr(keys.final_days_generation())
-    pipe.expire(keys.final_days_generation(), keys.LONG_TTL)
-    pipe.execute()
 
 
 class ReconcileRefused(Exception):
@@ -135,7 +126,7 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
             upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
             lock.ensure_held()
         # After the commit: the API's cache of final days was filled from the rows this run replaced.
-        _forget_final_days()
+        final_days.forget_all()
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
     result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting)
     logger.info(result.summary())

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -20,9 +21,10 @@ from cpsproject.common import faults
 from stats.conf import stats_setting
 from stats.pipeline import metrics
 from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, new_message, parse_batch
-from stats.pipeline.ingest import BatchResult, build_counters, count_batch, process_batch, stored_offsets
+from stats.pipeline.ingest import BatchResult, build_counters, count_batch, process_batch
 from stats.pipeline.isolation import Backoff, StopRequested
 from stats.pipeline.lag import record_end_offsets
+from stats.pipeline.offsets import stored_offsets
 from stats.pipeline.record_decoding import decode_records_compiled
 from stats.pipeline.storing import archive_in_background
 
@@ -160,8 +162,15 @@ class IdleClock:
         return self.limit is not None and self.seconds >= self.limit
 
 
-def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> dict[int, tuple[int, int]]:
-    """Return each partition of ``topic`` not counted to its end: partition -> (offset counted, end offset).
+class Behind(NamedTuple):
+    """A partition not counted to its end."""
+
+    counted: int  # the next offset stored with the counters (or the partition's first offset)
+    end: int  # the broker's end offset
+
+
+def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> dict[int, Behind]:
+    """Return each partition of ``topic`` not counted to its end, by partition number.
 
     The offsets counted are the ones stored in Redis with the counters, whichever member stored them; the end
     offsets are the broker's (the last stable offset: the consumer reads committed records only).
@@ -169,7 +178,7 @@ def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> 
     partitions = consumer.partitions_for_topic(topic) or set()
     tps = [TopicPartition(topic, partition) for partition in sorted(partitions)]
     if not tps:
-        return {-1: (0, 0)}  # no metadata yet: nothing is known to be drained
+        return {-1: Behind(0, 0)}  # no metadata yet: nothing is known to be drained
     ends = consumer.end_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
     starts = consumer.beginning_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
     # tansu (the tests' broker) answers a ListOffsets for the end with the last record batch's base offset + 1:
@@ -178,7 +187,11 @@ def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> 
     ends = {tp: max(end, consumer.highwater(tp) or 0) if tp in assigned else end for tp, end in ends.items()}
     stored = stored_offsets(group=group, source=topic)
     counted = {tp.partition: max(stored.get(tp.partition, 0), starts[tp]) for tp in tps}
-    return {tp.partition: (counted[tp.partition], ends[tp]) for tp in tps if counted[tp.partition] < ends[tp]}
+    return {
+        tp.partition: Behind(counted[tp.partition], ends[tp])
+        for tp in tps
+        if counted[tp.partition] < ends[tp]
+    }
 
 
 class MembershipReport:
@@ -477,9 +490,7 @@ def consume_kafka(*, batch_size: int, exit_when_idle: float | None, stop: StopFl
                     "%s; waiting for them",
                     idle.seconds,
                     topic,
-                    ", ".join(
-                        f"partition {p} {counted}/{end}" for p, (counted, end) in sorted(behind.items())
-                    ),
+                    ", ".join(f"partition {p} {b.counted}/{b.end}" for p, b in sorted(behind.items())),
                     "this consumer holds none of them, another member or a rebalance does"
                     if not held & set(behind)
                     else f"this consumer holds partitions {sorted(held)}",

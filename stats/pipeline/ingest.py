@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from django_redis import get_redis_connection
-from redis.exceptions import WatchError
 
 from cpsproject.common import faults
-from stats import keys
-from stats.pipeline import metrics
+from stats.pipeline import metrics, offsets
 from stats.pipeline.archive import get_archive
-from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
+from stats.pipeline.batch import CountedEvent, Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
 from stats.pipeline.events import Reason
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
+from stats.pipeline.offsets import stored_offsets  # noqa: F401  (callers import it from here)
+from stats.pipeline.partitions import queue_new_version, queue_register
 from stats.pipeline.registry import CounterWrites, Event, queue_counters
 from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
 
@@ -64,9 +63,7 @@ def _queue_counters(writes: CounterWrites, events: Sequence[Event], now: dt.date
     queue_counters(writes, events, now=now)
 
 
-def _set_aside(
-    parsed: ParsedBatch, failures: list[tuple[tuple[Message, Event], BaseException]], stage: str
-) -> None:
+def _set_aside(parsed: ParsedBatch, failures: list[tuple[CountedEvent, BaseException]], stage: str) -> None:
     """Turn the events a stage refused on their own into ``unstorable`` dead letters, out of the batch."""
     for (message, event), exc in failures:
         logger.error(
@@ -80,7 +77,7 @@ def _set_aside(
         )
         raw = message.value if message.value is not None else event.payload.encode()
         parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
-        parsed.events[Partition(message.source, message.partition)].remove((message, event))
+        parsed.events[Partition(message.source, message.partition)].remove(CountedEvent(message, event))
         if stage == "counting" and parsed.archiving is not None:  # else it was never handed to the archive
             parsed.set_aside_by_counting.append(event.event_id)
 
@@ -141,9 +138,9 @@ def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
 
 def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:
     writes = _recorded_writes(partition)
-    pairs = parsed.events[partition]
-    _queue_counters(writes, [event for _, event in pairs], parsed.now)
-    metrics.record_counted(writes, pairs)  # events counted, exactly once with the counters
+    counted = parsed.events[partition]
+    _queue_counters(writes, [c.event for c in counted], parsed.now)
+    metrics.record_counted(writes, counted)  # events counted, exactly once with the counters
     return writes
 
 
@@ -157,7 +154,7 @@ def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None
     # Rare path: find the events that fail on their own, recording into throwaway commands.
     refused = isolate_failures(
         parsed.events[partition],
-        lambda p: _queue_counters(_recorded_writes(partition), [e for _, e in p], parsed.now),
+        lambda some: _queue_counters(_recorded_writes(partition), [c.event for c in some], parsed.now),
     )
     _set_aside(parsed, refused, "counting")
     parsed.counters[partition] = _record_counters(parsed, partition)
@@ -168,29 +165,6 @@ def build_counters(parsed: ParsedBatch) -> None:
     for partition in parsed.next_offsets:
         if partition not in parsed.counters:
             _build_partition_counters(parsed, partition)
-
-
-def _stored_past(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> int | None:
-    """Return the offset stored for ``partition`` if it is past the batch's first (the batch is stale), else None."""
-    if stored is not None and int(stored) > parsed.first_offsets[partition]:
-        return int(stored)
-    return None
-
-
-def _stale_partitions(client, parsed: ParsedBatch, group: str) -> dict[Partition, int]:
-    """Return the batch's partitions whose stored offset is past the batch already, with it; one round trip.
-
-    Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
-    here; ``_apply_partition`` checks again under WATCH, which is what keeps a batch from counting twice.
-    """
-    partitions = list(parsed.next_offsets)
-    pipe = client.pipeline(transaction=False)
-    for source, number in partitions:
-        pipe.get(keys.offset(group, source, number))
-    found = (
-        (p, _stored_past(stored, parsed, p)) for p, stored in zip(partitions, pipe.execute(), strict=True)
-    )
-    return {partition: stored for partition, stored in found if stored is not None}
 
 
 def process_batch(
@@ -228,7 +202,8 @@ def count_batch(
        transaction of their own, tests, leave it off); the counters refuse an event before it is archived,
        or the worker's copy is taken back.
     3. Events the archive refused on their own become ``unstorable`` dead letters; store the dead letters.
-    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset (``_apply_partition``).
+    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset
+       (``offsets.apply_with_offset``).
 
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
     refuses on its own is found by bisecting the batch.
@@ -237,7 +212,9 @@ def count_batch(
     result = BatchResult()
     # step 1
     stale = retry_while_unavailable(
-        lambda: _stale_partitions(client, parsed, group), what="Redis offset check", should_stop=should_stop
+        lambda: offsets.stale_partitions(client, group=group, first_offsets=parsed.first_offsets),
+        what="Redis offset check",
+        should_stop=should_stop,
     )
     for partition, stored in stale.items():
         _drop_stale(parsed, result, partition, stored)
@@ -260,14 +237,14 @@ def count_batch(
             )
         # What the counters set aside is out of the batch already.
         refused = [
-            (pair, exc)
-            for pair, exc in refused
-            if pair in parsed.events.get(Partition(pair[0].source, pair[0].partition), ())
+            (counted, exc)
+            for counted, exc in refused
+            if counted in parsed.events.get(Partition(counted.message.source, counted.message.partition), ())
         ]
 
     # step 3
     _set_aside(parsed, refused, "archive")
-    for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
+    for partition in {Partition(c.message.source, c.message.partition) for c, _ in refused}:
         _build_partition_counters(parsed, partition)
     retry_while_unavailable(
         lambda: store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
@@ -278,7 +255,16 @@ def count_batch(
     for partition, next_offset in list(parsed.next_offsets.items()):
         dead = parsed.dead_counts(partition)
         stored = retry_while_unavailable(
-            partial(_apply_partition, client, parsed, partition, dead=dead, group=group),
+            partial(
+                offsets.apply_with_offset,
+                client,
+                group=group,
+                partition=partition,
+                first_offset=parsed.first_offsets[partition],
+                next_offset=next_offset,
+                writes=parsed.counters[partition],
+                dead=dead,
+            ),
             what=f"Redis apply of {partition}",
             should_stop=should_stop,
         )
@@ -309,61 +295,3 @@ def _drop_stale(parsed: ParsedBatch, result: BatchResult, partition: Partition, 
     parsed.next_offsets.pop(partition, None)
     parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != partition]
     result.stale[partition] = stored
-
-
-def _apply_partition(
-    client, parsed: ParsedBatch, partition: Partition, *, dead: Counter[str], group: str
-) -> int | None:
-    """Apply the partition's share: its idempotent writes, then one MULTI/EXEC of its counters, dead-letter
-    counts and next offset.
-
-    Return None once applied, or the stored offset instead when it is past the batch's first: the batch is
-    stale. The MULTI/EXEC WATCHes the partition's offset key and reads it first, so a consumer that lost its
-    partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset moved on, and one
-    whose apply races another's has its EXEC refused (WatchError) and looks again. Each attempt reads the
-    stored offset again: after a dropped connection, a transaction that ran is not sent twice. The idempotent
-    writes (a replay changes nothing) go first, in whichever slots their keys live: once the offset has moved
-    they are all in.
-    """
-    source, number = partition
-    next_offset = parsed.next_offsets[partition]
-    writes = parsed.counters[partition]
-    offset_key = keys.offset(group, source, number)
-    while True:
-        if writes.idempotent:
-            anywhere = client.pipeline(transaction=False)
-            writes.idempotent.queue_on(anywhere)
-            anywhere.execute()
-        pipe = client.pipeline(transaction=True)
-        try:
-            pipe.watch(offset_key)
-            stored = _stored_past(pipe.get(offset_key), parsed, partition)
-            if stored is not None:
-                return stored
-            pipe.multi()
-            writes.fenced.queue_on(pipe)
-            for reason, n in dead.items():
-                pipe.hincrby(keys.dead_letter_counts(number), reason, n)
-            if dead:
-                pipe.expire(keys.dead_letter_counts(number), keys.LONG_TTL)
-            pipe.set(offset_key, next_offset, ex=keys.LONG_TTL)
-            queue_new_version(pipe, number)
-            pipe.execute()
-            return None
-        except WatchError:
-            continue
-        finally:
-            pipe.reset()  # gives the watching connection back to the pool
-
-
-def stored_offsets(*, group: str, source: str) -> dict[int, int]:
-    """Return the next offset to read per partition, as stored with the counters."""
-    client = get_redis_connection("default")
-    partitions = known_partitions(client)
-    pipe = client.pipeline(transaction=False)
-    for number in partitions:
-        pipe.get(keys.offset(group, source, number))
-    stored = pipe.execute() if partitions else []
-    return {
-        number: int(offset) for number, offset in zip(partitions, stored, strict=True) if offset is not None
-    }

@@ -17,25 +17,26 @@ from cpsproject.common import faults
 from stats.models import DeadLetter
 from stats.pipeline.archive import get_archive
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.registry import Event
 
 if TYPE_CHECKING:
-    from stats.pipeline.batch import Message, ParsedBatch
+    from stats.pipeline.batch import CountedEvent, ParsedBatch
 
 logger = logging.getLogger(__name__)
 
 
-def _archive(pairs: Sequence[tuple["Message", Event]]) -> None:
-    events = [event for _, event in pairs]
+def _archive(counted: Sequence["CountedEvent"]) -> None:
+    events = [c.event for c in counted]
     faults.fail_for(events, point="archive")
     with transaction.atomic():
         get_archive().store(events)
 
 
-def archive_refusals(pairs: list[tuple["Message", Event]], should_stop: Callable[[], bool]) -> list:
-    """Store ``pairs`` in the archive; return the ones it refused on their own, with the error."""
+def archive_refusals(
+    counted: list["CountedEvent"], should_stop: Callable[[], bool]
+) -> list[tuple["CountedEvent", BaseException]]:
+    """Store ``counted`` in the archive; return the ones it refused on their own, with the error."""
     return retry_while_unavailable(
-        lambda: isolate_failures(pairs, _archive), what="archive", should_stop=should_stop
+        lambda: isolate_failures(counted, _archive), what="archive", should_stop=should_stop
     )
 
 
