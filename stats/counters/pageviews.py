@@ -31,7 +31,8 @@ _DELETE_IF_UNCHANGED = LuaScript(__file__, "pageviews_delete_if_unchanged.lua")
 
 # Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
 BUCKETS_PER_CALL = 5000
-# Buckets per read or compare-and-delete call: one call holds Redis for 5-10 ms.
+# Buckets per read or compare-and-delete call: a script blocks Redis while it runs, so each call stays short
+# enough for the consumers' transactions to pass between two.
 READ_CHUNK = 1000
 # Index members fetched per ZRANGE, their buckets read by one pipeline of script calls: few round trips to a
 # busy Redis, and no command holding it for more than a few milliseconds.

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Upper bounds in seconds of the batch-duration histogram: a full batch of 2,000 events takes about 0.1 s.
+# Upper bounds in seconds of the batch-duration histogram: fine around what a full batch takes, coarse up to a
+# minute (a batch that waits out an outage).
 BATCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SUM, COUNT = "sum", "count"
 
