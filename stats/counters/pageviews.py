@@ -15,16 +15,18 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from functools import partial
 from itertools import starmap
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 
 from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import floor_local
+from partners.selectors import Lineage
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
+from stats.pipeline.registry import CounterWrites, RedisClient
 
 _ADD = LuaScript(__file__, "pageviews_add.lua")
 _READ = LuaScript(__file__, "pageviews_read.lua")
@@ -75,7 +77,7 @@ def bucket_start(moment: dt.datetime) -> dt.datetime:
     return floor_local(moment, stats_setting("BUCKET_SECONDS"))
 
 
-def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+def queue_page_views(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue one script call per few thousand buckets on ``writes.fenced``: the PV buckets of ``tally``.
 
     Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
@@ -87,10 +89,10 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     bucket_of = {seconds: clock.floor(seconds, period) for seconds in tally.seconds()}
     # A batch spans a bucket or two: count per partner and bucket first, so the fan-out to ancestors runs once
     # per partner-bucket rather than once per partner-second.
-    humans: Counter[tuple[object, int]] = Counter()
+    humans: Counter[tuple[Lineage | None, int]] = Counter()
     for (lineage, seconds), n in tally.humans.items():
         humans[(lineage, bucket_of[seconds])] += n
-    bots: Counter[tuple[object, int]] = Counter()
+    bots: Counter[tuple[Lineage | None, int]] = Counter()
     for (lineage, seconds), n in tally.bots.items():
         bots[(lineage, bucket_of[seconds])] += n
 
@@ -138,7 +140,7 @@ class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
         return _numbers(self.line)
 
 
-def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
+def read_indexed(client: RedisClient, *, max_score: float) -> Iterator[list[BucketRead]]:
     """Yield every indexed bucket whose stamp is at most ``max_score``, a chunk at a time, partition by
     partition, walking each index by rank.
 
@@ -159,7 +161,7 @@ def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
                 _READ.queue(pipe, keys=chunk)
             for chunk, reply in zip(chunks, pipe.execute(), strict=True):
                 lines = reply.decode().split("\n")
-                bucket_keys = list(map(bytes.decode, chunk))
+                bucket_keys = list(map(bytes.decode, cast(list[bytes], chunk)))
                 codes, stamps = zip(*map(keys.parse_pv_bucket, bucket_keys), strict=True)
                 yield list(
                     starmap(
@@ -169,7 +171,7 @@ def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
                 )
 
 
-def delete_unchanged(client, buckets: list[BucketRead]) -> int:
+def delete_unchanged(client: RedisClient, buckets: list[BucketRead]) -> int:
     """Delete each of ``buckets`` that still holds the line read, and its index entry; return how many went."""
     by_partition: defaultdict[int, list[BucketRead]] = defaultdict(list)
     for bucket in buckets:
@@ -187,7 +189,7 @@ def delete_unchanged(client, buckets: list[BucketRead]) -> int:
 
 
 def read_live(
-    client, code: str, stamps: list[str], *, partitions: list[int] | None = None
+    client: RedisClient, code: str, stamps: list[str], *, partitions: list[int] | None = None
 ) -> list[list[BucketNumbers]]:
     """For each of ``code``'s buckets ``stamps``, what every partition's key that exists holds; one round trip
     (a script call per partition). ``partitions``: ``known_partitions``, when the caller has already read them
@@ -207,7 +209,7 @@ def read_live(
     return found
 
 
-def pending_count(client) -> int:
+def pending_count(client: RedisClient) -> int:
     """How many buckets wait in Redis for a flush, over every partition."""
     partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)

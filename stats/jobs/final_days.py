@@ -75,7 +75,7 @@ def store(
 def decode(entry: bytes) -> list[FinalDay | None]:
     """The days of an entry ``read`` found, from the month's first: None for a day that is not final."""
     return [
-        None if numbers is None else FinalDay(*numbers, True) if numbers else NO_TRAFFIC
+        None if numbers is None else FinalDay._make((*numbers, True)) if numbers else NO_TRAFFIC
         for numbers in orjson.loads(entry)
     ]
 

@@ -18,8 +18,9 @@ before step 3: a flush that lost its lock stops (``LockLost``) instead of writin
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Sum
 from django.utils import timezone
@@ -43,6 +44,7 @@ from stats.counters.pageviews import bucket_start
 from stats.counters.uniques import SELF, TREE
 from stats.jobs.layout import upgrade_layout
 from stats.models import BucketStat, DailyStat
+from stats.pipeline.registry import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +90,7 @@ def _stored_hlls(days: set[dt.date]) -> dict:
     return stored
 
 
-def _merge_hlls(client, reads: list[uniques.HllRead], ids: dict[str, int | None]) -> list[DayUv]:
+def _merge_hlls(client: RedisClient, reads: list[uniques.HllRead], ids: dict[str, int | None]) -> list[DayUv]:
     """Merge every partner-day's HyperLogLogs in Redis (one per partition) with the one stored for its day."""
     by_name: dict[uniques.UvDay, list[bytes]] = defaultdict(list)
     for read in reads:
@@ -117,7 +119,7 @@ def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[DayUv], ids
             .values("partner_id")
             .annotate(pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
         )
-        found = list(sums)
+        found: list[Mapping[str, Any]] = list(sums)
         if None in partner_ids:
             site = BucketStat.objects.filter(start__gte=start, start__lt=end, partner=None).aggregate(
                 pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv")
@@ -140,15 +142,15 @@ def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[DayUv], ids
     )
     result = []
     for (partner_id, day), fields in rows.items():
-        row = {"partner_id": partner_id, "date": day, **fields}
+        daily_row: dict[str, Any] = {"partner_id": partner_id, "date": day, **fields}
         if (partner_id, day) not in reconciled:
             # Not reconciled yet: what the API shows is the realtime number.
             for shown in ("pv", "pv_self", "uv", "uv_self"):
                 if f"realtime_{shown}" in fields:
-                    row[shown] = fields[f"realtime_{shown}"]
+                    daily_row[shown] = fields[f"realtime_{shown}"]
         else:
-            row.pop("bot_pv", None)
-        result.append(row)
+            daily_row.pop("bot_pv", None)
+        result.append(daily_row)
     return result
 
 
@@ -233,7 +235,7 @@ class _BucketsRead:
 
 
 def _delete_settled(
-    client,
+    client: RedisClient,
     buckets: list[pageviews.BucketRead],
     hlls: list[uniques.HllRead],
     *,

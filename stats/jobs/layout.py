@@ -14,6 +14,7 @@ every later start costs one GET. Run it with every consumer of the earlier versi
 """
 
 import logging
+from typing import cast
 
 from django_redis import get_redis_connection
 from redis.exceptions import ResponseError
@@ -22,14 +23,14 @@ from cpsproject.common.locks import job_lock
 from stats import keys
 from stats.pipeline import offsets
 from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
-from stats.pipeline.registry import layout_upgrades
+from stats.pipeline.registry import RedisClient, layout_upgrades
 
 logger = logging.getLogger(__name__)
 
 LAYOUT_VERSION = b"2"
 
 
-def _move(client, old: str, new: str) -> bool:
+def _move(client: RedisClient, old: str, new: str) -> bool:
     """Move one key; return whether it moved (False: it is gone, or its new name holds something else)."""
     dumped, ttl = client.dump(old), client.pttl(old)
     if dumped is None:
@@ -44,14 +45,15 @@ def _move(client, old: str, new: str) -> bool:
     return True
 
 
-def _move_index(client, old: str, new: str) -> bool:
+def _move_index(client: RedisClient, old: str, new: str) -> bool:
     """Move a set or sorted set of key names, renaming its members."""
     if client.type(old) == b"zset":
-        members = {keys.version1_moved(m.decode()): s for m, s in client.zrange(old, 0, -1, withscores=True)}
-        if members:
-            client.zadd(new, members)
+        read = cast(list[tuple[bytes, float]], client.zrange(old, 0, -1, withscores=True))
+        scored = {keys.version1_moved(m.decode()): s for m, s in read}
+        if scored:
+            client.zadd(new, scored)
     else:
-        members = [keys.version1_moved(m.decode()) for m in client.smembers(old)]
+        members = [keys.version1_moved(m.decode()) for m in cast(set[bytes], client.smembers(old))]
         if members:
             client.sadd(new, *members)
     ttl = client.ttl(old)
@@ -61,7 +63,7 @@ def _move_index(client, old: str, new: str) -> bool:
     return True
 
 
-def _move_stats_keys(client) -> int:
+def _move_stats_keys(client: RedisClient) -> int:
     moved = 0
     for raw in client.scan_iter(match=keys.version1_pattern(), count=1000):
         old = raw.decode()
@@ -79,13 +81,13 @@ def _move_stats_keys(client) -> int:
     return moved
 
 
-def _register(client, partition: int) -> None:
+def _register(client: RedisClient, partition: int) -> None:
     pipe = client.pipeline(transaction=False)
     queue_register(pipe, partition)
     pipe.execute()
 
 
-def _move_offsets(client, old: str, *, group: str, topic: str) -> int:
+def _move_offsets(client: RedisClient, old: str, *, group: str, topic: str) -> int:
     """The hash partition -> next offset becomes one key per partition (the partition's fence too)."""
     for partition, offset in client.hgetall(old).items():
         offsets.store_if_absent(

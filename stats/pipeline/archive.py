@@ -13,12 +13,13 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy
 import orjson
 from django.conf import settings
 from django.db import connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from cpsproject.common.timeutil import UTC, BatchClock, local_day
@@ -175,12 +176,14 @@ class SqlArchive(Archive):
         return [RawEventChunk(first_day=days[0], last_day=days[-1], events=len(events), body=body)]
 
     @staticmethod
-    def _bodies(chunks) -> Iterator[dict]:
+    def _bodies(chunks: QuerySet[RawEventChunk]) -> Iterator[dict]:
         """The decoded body of each chunk of ``chunks`` (a queryset), oldest first, a few in memory at once."""
         for body in chunks.order_by("id").values_list("body", flat=True).iterator(chunk_size=20):
             yield orjson.loads(zlib.decompress(body))
 
-    def _stored(self, chunks, *, day: dt.date | None = None) -> Iterator[ArchivedEvent]:
+    def _stored(
+        self, chunks: QuerySet[RawEventChunk], *, day: dt.date | None = None
+    ) -> Iterator[ArchivedEvent]:
         """Every event of ``chunks`` (of ``day`` only, if given) once, in the order stored.
 
         An event id seen twice is rare (a batch read again after a crash), but which ones are can only be known
@@ -305,7 +308,7 @@ class MongoArchive(Archive):
         if url.startswith("mongomock://"):
             import mongomock
 
-            client = mongomock.MongoClient()
+            client: Any = mongomock.MongoClient()  # the same interface as pymongo's
         else:
             from pymongo import MongoClient
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import groupby
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from django.utils import timezone
 
@@ -119,7 +119,7 @@ class ParsedBatch:
 
     def pass_gap(self, message: Message) -> None:
         """Move the partition past a record batch that holds no event; an unreadable one becomes a dead letter."""
-        gap: BatchGap = message.value
+        gap = cast(BatchGap, message.value)
         partition = Partition(message.source, message.partition)
         self.first_offsets[partition] = min(self.first_offsets[partition], gap.first_offset)
         if gap.error is not None:
@@ -162,18 +162,19 @@ def parse_batch(
     # A poll returns each partition's records together and in offset order: handle them a partition at a time.
     for (source, number), run in groupby(messages, key=attrgetter("source", "partition")):
         partition = Partition(source, number)
-        run = list(run)
-        offsets = [message.offset for message in run]
+        records = list(run)
+        offsets = [message.offset for message in records]
         parsed.first_offsets[partition] = min(parsed.first_offsets.get(partition, offsets[0]), min(offsets))
         parsed.next_offsets[partition] = max(parsed.next_offsets.get(partition, 0), max(offsets) + 1)
         counted = parsed.events[partition]
-        for message in run:
-            if type(message.value) is BatchGap:
+        for message in records:
+            value = message.value
+            if type(value) is BatchGap:
                 parsed.pass_gap(message)
                 continue
             try:
                 try:
-                    event = reader.read(message.value)
+                    event = reader.read(value)
                 except Rejected as rejected:
                     code = rejected.subject
                     if rejected.reason != Reason.UNKNOWN_PARTNER or not directory.worth_reloading_for(code):
@@ -185,7 +186,7 @@ def parse_batch(
                     if code not in lineages:
                         directory.note_missing(code)
                         raise
-                    event = reader.read(message.value)
+                    event = reader.read(value)
             except Rejected as rejected:
                 parsed.reject(message, rejected.reason, rejected.detail)
                 continue

@@ -8,14 +8,15 @@ partitions up. The dead letters themselves, with their raw bytes, are rows (``st
 
 from collections import Counter
 
-from redis.client import Redis
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline
 
 from stats import keys
 from stats.pipeline.partitions import summed_hashes
-from stats.pipeline.registry import CommandRecorder
+from stats.pipeline.registry import RedisClient
 
 
-def queue_add(pipe: CommandRecorder, partition: int, counts: Counter[str]) -> None:
+def queue_add(pipe: Pipeline | ClusterPipeline, partition: int, counts: Counter[str]) -> None:
     """Queue adding ``counts`` (reason -> dead letters) to ``partition``'s hash, on its transaction ``pipe``."""
     if not counts:
         return
@@ -25,6 +26,6 @@ def queue_add(pipe: CommandRecorder, partition: int, counts: Counter[str]) -> No
     pipe.expire(key, keys.LONG_TTL)
 
 
-def counted(client: Redis) -> dict[str, int]:
+def counted(client: RedisClient) -> dict[str, int]:
     """Return every dead letter counted so far, by reason, over every partition."""
     return dict(sorted(summed_hashes(client, keys.dead_letter_counts).items()))

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from django_redis import get_redis_connection
-from redis.client import Redis
 
 from cpsproject.common import faults
 from stats.pipeline import counting, metrics, offsets, set_aside, storing
@@ -35,6 +34,7 @@ from stats.pipeline.batch import CountedEvent, Message, ParsedBatch, Partition, 
 from stats.pipeline.counting import build_counters, unfenced_writes
 from stats.pipeline.isolation import retry_while_unavailable
 from stats.pipeline.offsets import stored_offsets
+from stats.pipeline.registry import RedisClient
 
 # The pipeline's front door: what tools and tests take from here, wherever it lives.
 __all__ = [
@@ -137,7 +137,12 @@ def count_batch(
 
 
 def _drop_stale_partitions(
-    client: Redis, parsed: ParsedBatch, result: BatchResult, *, group: str, should_stop: Callable[[], bool]
+    client: RedisClient,
+    parsed: ParsedBatch,
+    result: BatchResult,
+    *,
+    group: str,
+    should_stop: Callable[[], bool],
 ) -> None:
     """Step 1. Checked before anything is stored, so that a batch known to be stale is neither archived nor
     dead-lettered here; step 4 checks again under WATCH, which is what keeps a batch from counting twice."""
@@ -175,7 +180,7 @@ def _set_aside_and_store_dead_letters(
 
 
 def _apply_partition(
-    client: Redis,
+    client: RedisClient,
     parsed: ParsedBatch,
     result: BatchResult,
     partition: Partition,

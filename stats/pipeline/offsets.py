@@ -11,17 +11,16 @@ only feeds lag monitoring.
 from collections import Counter
 
 from django_redis import get_redis_connection
-from redis.client import Redis
 from redis.exceptions import WatchError
 
 from stats import keys
 from stats.pipeline import dead_letter_counts
 from stats.pipeline.batch import Partition
 from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
-from stats.pipeline.registry import CounterWrites
+from stats.pipeline.registry import CounterWrites, RedisClient
 
 
-def _past(stored: bytes | None, first_offset: int) -> int | None:
+def _past(stored: bytes | str | None, first_offset: int) -> int | None:
     """Return the stored offset if it is past ``first_offset`` (a batch from there is stale), else None."""
     if stored is not None and int(stored) > first_offset:
         return int(stored)
@@ -29,7 +28,7 @@ def _past(stored: bytes | None, first_offset: int) -> int | None:
 
 
 def stale_partitions(
-    client: Redis, *, group: str, first_offsets: dict[Partition, int]
+    client: RedisClient, *, group: str, first_offsets: dict[Partition, int]
 ) -> dict[Partition, int]:
     """Return the partitions whose stored offset is past the batch's first offset, with it; one round trip."""
     partitions = list(first_offsets)
@@ -43,7 +42,7 @@ def stale_partitions(
 
 
 def apply_with_offset(
-    client: Redis,
+    client: RedisClient,
     *,
     group: str,
     partition: Partition,
@@ -102,7 +101,7 @@ def stored_offsets(*, group: str, source: str) -> dict[int, int]:
     }
 
 
-def store_if_absent(client: Redis, *, group: str, source: str, partition: int, offset: int) -> None:
+def store_if_absent(client: RedisClient, *, group: str, source: str, partition: int, offset: int) -> None:
     """Store ``partition``'s next offset unless one is stored (the layout upgrade's carry-over), and list it."""
     client.set(keys.offset(group, source, partition), offset, ex=keys.LONG_TTL, nx=True)
     pipe = client.pipeline(transaction=False)
