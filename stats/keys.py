@@ -1,59 +1,66 @@
-"""Every Redis key of ``stats``, on the shared prefix ``{P}`` (see ``cpsproject.common.redis_keys``).
+"""Every Redis key of ``stats``: the one module that builds them (``tests/test_keys.py`` checks this picture).
+
+``{P}`` is the shared prefix, a Redis Cluster hash tag (``cpsproject.common.redis_keys``). What a Kafka
+partition's batches increment sits under that partition's own tag ``{P:pN}`` (``partition_tag``), so that it
+moves in one MULTI/EXEC with the partition's offset; what every process shares sits under ``{P}``. Each line
+names the module that owns the structure: it alone writes, reads and parses the values.
 
 ``NO_PARTNER`` (``~site``) stands for traffic with no partner wherever a partner code is expected: in keys, in
 the archive and in day counts (partner codes start with a letter or digit, so it cannot collide).
 
+Shared bookkeeping::
+
+    {P}:partitions                   set    Kafka partitions that ever wrote counters (pipeline.partitions)
+    {P}:layout                       string the key layout's version, once an upgrade ran (jobs.layout)
+    {P:pN}:offset:{group}:{topic}    string the partition's next offset to read, set with its counters: the
+                                            key an apply WATCHes (pipeline.offsets)
+    {P:pN}:version                   string a token every write to the partition's counters replaces
+                                            (pipeline.partitions)
+    {P:pN}:deadletters               hash   reason -> dead letters counted (pipeline.dead_letter_counts)
+    {P}:kafka:ends:{topic}           hash   partition -> its end offset as last seen, and when (pipeline.lag)
+    {P}:kafka:probe                  hash   when the last live lag probe ran, and its error (pipeline.lag)
+
 PV and UV (first design document)::
 
-    {P}:pv:{code}:{yyyyMMddHHmm}     hash   self, tree, bot -> counts in the 5-minute bucket; gen -> batch id
-                                            that created the key (a key re-created after a flush is a new row)
-    {P}:pv:index                     zset   bucket keys, score yyyyMMddHHmm (what flush walks)
-    {P}:uv:{code}:{yyyyMMdd}:{scope} HLL    openids of the day; scope "self" or "tree"
-    {P}:uv:index:{yyyyMMdd}          set    the UV keys of that day
-    {P}:uv:days                      zset   days that have UV keys, score yyyyMMdd
-    {P}:offsets:{group}:{topic}      hash   Kafka partition -> next offset to read (moves with the counters)
-    {P}:fence:{group}:{topic}:{partition}  string  that partition's next offset again: the key an apply
-                                            WATCHes, so a stale consumer's batch is refused (one key per
-                                            partition: applies of other partitions do not disturb it)
-    {P}:deadletters                  hash   reason -> dead letters counted
-    {P}:kafka:ends:{topic}           hash   partition -> "{end} {first or -} {epoch}": the partition's end offset
-                                            (and first offset) as a consumer's fetch or the lag probe last saw
-                                            them, and when (``stats.pipeline.lag``)
-    {P}:kafka:probe                  hash   at -> epoch of the last live lag probe; error -> "" if Kafka answered
+    {P:pN}:pv:{code}:{yyyyMMddHHmm}      hash   the partner's 5-minute bucket: subtree, own and bot counts, and
+                                                the batch that created the key (counters.pageviews)
+    {P:pN}:pv:index                      zset   bucket keys, score yyyyMMddHHmm (what flush walks)
+    {P:pN}:uv:{code}:{yyyyMMdd}:{scope}  HLL    openids of the day; scope "self" or "tree" (counters.uniques)
+    {P:pN}:uv:index:{yyyyMMdd}           set    the UV keys of that day
+    {P:pN}:uv:days                       zset   days that have UV keys, score yyyyMMdd
 
-Final days, a cache of what only a reconcile changes (``stats.read.selectors.partner_days``)::
+Final days, a cache of what only a reconcile changes (read.final_days)::
 
-    {P}:final:gen                    string generation of the cache; reconcile INCRs it after each commit, so no
-                                            entry filled before that commit is read again
-    {P}:final:{partner_id}:{yyyyMM}  string "{generation}|{JSON}": per day of the month the reconciled
-                                            [pv, uv, pv_self, uv_self], 0 for a day that ended beyond the
-                                            lateness horizon with no row, null for any other day (read from SQL)
+    {P}:final:gen                    string generation of the cache; reconcile INCRs it after each commit
+    {P}:final:{partner_id}:{yyyyMM}  string a month of the partner's final days, tagged with its generation
 
-Rankings (second design document)::
+Rankings (second design document; counters.rankings)::
 
-    {P}:rank:{window}:{scope}:slot:{epoch}  hash  partner code -> PV in that slot
-    {P}:rank:{window}:{scope}:slots         zset  slot keys, score slot start epoch
-    {P}:rank:{window}:{scope}:total         zset  partner code -> PV over the live slots
+    {P:pN}:rank:{window}:{scope}:slot:{epoch}  hash  partner code -> PV in that slot
+    {P:pN}:rank:{window}:{scope}:slots         zset  slot keys, score slot start epoch
+    {P:pN}:rank:{window}:{scope}:total         zset  partner code -> PV over the live slots
 
-Time series (third design document)::
+Time series (third design document; counters.series)::
 
-    {P}:series:known                 zset   "{precision}:{counter}" members, score 0; counters: "all"
-                                            (every human PV) and "p:{code}" (a partner's subtree PV)
-    {P}:series:{precision}:{counter} hash   sample start epoch -> count
-    {P}:series:cleaned               hash   precision -> epoch of the last clean
+    {P:pN}:series:known                 zset   "{precision}:{counter}" members, score 0; counters: "all"
+                                               (every human PV) and "p:{code}" (a partner's subtree PV)
+    {P:pN}:series:{precision}:{counter} hash   sample start epoch -> count
+    {P}:series:cleaned                  hash   precision -> epoch of the last clean
 
-Pipeline metrics (``stats.pipeline.metrics``; read at scrape time by ``stats.read.pipeline_status``)::
+Pipeline metrics (pipeline.metrics; read at scrape time by read.pipeline_status)::
 
-    {P}:metrics:counted              hash   "{type}:{source}" -> events counted (in the partition's MULTI/EXEC)
-    {P}:metrics:batch_seconds        hash   bucket upper bound ("0.05", …, "+Inf") -> batches that took at most
-                                            that long and more than the previous bound; "sum", "count"
-    {P}:metrics:members:{group}      hash   consumer ("host:pid") -> "{since}|{reported}": Unix times since when
-                                            it has held no partition ("-" while it holds some), and of its
-                                            last report (every few seconds; an entry not renewed is a dead one)
+    {P:pN}:metrics:counted           hash   "{type}:{source}" -> events counted (in the partition's MULTI/EXEC)
+    {P}:metrics:batch_seconds        hash   the batch-duration histogram
+    {P}:metrics:members:{group}      hash   consumer ("host:pid") -> since when it has held no partition, and
+                                            when it last reported
+
+Version 1 put every key under ``{P}``; the ``version1_*`` helpers at the end are what the upgrade
+(``stats.jobs.layout``) knows of it.
 """
 
 import functools
 import itertools
+from typing import NamedTuple
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS as SLOTS
 from redis.crc import key_slot
@@ -259,15 +266,57 @@ def metrics_members(group: str) -> str:
 
 
 # --- Version 1 (every key under the one tag {P}): what ``stats.jobs.layout`` moves -------------------------
+#
+#   {P}:offsets:{group}:{topic}             hash    partition -> next offset: one offset key per partition now
+#   {P}:fence:{group}:{topic}:{partition}   string  the offset again, WATCHed: the offset key is the fence now
+#   {P}:pv:index, {P}:uv:index:{yyyyMMdd}, {P}:rank:…:slots    indexes whose members name other keys
+#   {P}:pv:…, {P}:uv:…, {P}:rank:…, {P}:series:… (not series:cleaned), {P}:metrics:counted, {P}:deadletters
+#                                                   increments: they move under partition 0's tag
+#
+# Everything else stayed under {P}: locks, jobs, the final-days cache, Kafka end offsets, the batch histogram
+# and members, series:cleaned.
+
+_VERSION1_MOVED = ("pv:", "uv:", "rank:", "series:known", "series:", "metrics:counted", "deadletters")
+_VERSION1_STAYS = ("series:cleaned",)
+
+
+class Version1Key(NamedTuple):
+    """What a key of version 1 is to the upgrade: one of the ``VERSION1_*`` kinds below."""
+
+    kind: str
+    group: str = ""  # an offsets hash's consumer group and topic
+    topic: str = ""
+
+
+VERSION1_OFFSETS = "offsets"  # the hash partition -> next offset of a group and topic
+VERSION1_FENCE = "fence"  # a partition's fence: gone, the offset key is the fence now
+VERSION1_INDEX = "index"  # a set or sorted set whose members name other keys that move
+VERSION1_MOVED = "moved"  # increments that move under partition 0's tag
+VERSION1_STAYS = "stays"  # a key of version 1 still where it was
 
 
 def version1_pattern() -> str:
     return f"{prefix()}:*"
 
 
-def version1_suffix(key: str) -> str:
-    """What follows ``{P}:`` in a key of version 1."""
-    return key[len(prefix()) + 1 :]
+def version1_key(key: str) -> Version1Key:
+    """Return what ``key``, a key of version 1 (under ``{P}``), is to the upgrade."""
+    rest = key[len(prefix()) + 1 :]
+    if rest.startswith("offsets:"):
+        # A source may hold colons (file:PATH); the group ids the product uses do not.
+        group, topic = rest.removeprefix("offsets:").split(":", 1)
+        return Version1Key(VERSION1_OFFSETS, group, topic)
+    if rest.startswith("fence:"):
+        return Version1Key(VERSION1_FENCE)
+    if rest.startswith(_VERSION1_STAYS) or not rest.startswith(_VERSION1_MOVED):
+        return Version1Key(VERSION1_STAYS)
+    if (
+        rest == "pv:index"
+        or rest.startswith("uv:index:")
+        or (rest.startswith("rank:") and rest.endswith(":slots"))
+    ):
+        return Version1Key(VERSION1_INDEX)
+    return Version1Key(VERSION1_MOVED)
 
 
 def version1_moved(key: str) -> str:

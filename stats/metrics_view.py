@@ -26,6 +26,13 @@ class PipelineCollector:
     """A prometheus-client collector that reads the pipeline's durable state at scrape time."""
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._counts()
+        yield from self._kafka()
+        yield from self._consumers()
+        yield from self._jobs()
+
+    def _counts(self) -> Iterator[Metric]:
+        """Events counted, dead letters counted, and how long batches take."""
         counted = metrics.counted_events()
         total = CounterMetricFamily("cps_events_counted", "Events counted by the consumers.")
         total.add_metric([], sum(counted.values()))
@@ -56,6 +63,8 @@ class PipelineCollector:
             sum_value=histogram.sum,
         )
 
+    def _kafka(self) -> Iterator[Metric]:
+        """Each partition's lag and offsets, and the last lag probe."""
         # From what the consumers and the probe job last recorded: a scrape never waits on Kafka.
         lag = GaugeMetricFamily(
             "cps_consumer_lag",
@@ -95,6 +104,8 @@ class PipelineCollector:
                 "When the last lag probe ran, Unix time.",
                 value=epoch(probe.at),
             )
+
+    def _consumers(self) -> Iterator[Metric]:
         unassigned = GaugeMetricFamily(
             "cps_consumer_unassigned_seconds",
             "How long a running consumer has held no partition (0 while it holds some).",
@@ -104,6 +115,8 @@ class PipelineCollector:
             unassigned.add_metric([member], seconds)
         yield unassigned
 
+    def _jobs(self) -> Iterator[Metric]:
+        """The scheduled jobs' last runs, and what waits for the next flush."""
         runs = jobruns.all_runs()
         last_success = GaugeMetricFamily(
             "cps_job_last_success_timestamp_seconds",

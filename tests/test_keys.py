@@ -1,6 +1,8 @@
 """Every Redis key of the product, spelled out; and no key built anywhere but in a keys module."""
 
 import ast
+import inspect
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -108,3 +110,119 @@ def test_no_key_is_formatted_outside_the_keys_modules():
                 continue
             offenders += [f"{relative}:{line}" for line in _prefix_uses(path)]
     assert offenders == []
+
+
+# Every key builder of ``stats.keys``, with arguments to build one key; and what else the module holds.
+KEY_BUILDERS = {
+    "partitions": (),
+    "layout_version": (),
+    "offset": ("cps-stats", "cps-events", 2),
+    "counters_version": (2,),
+    "dead_letter_counts": (2,),
+    "pv_bucket": (2, "P001", "202611211005"),
+    "pv_index": (2,),
+    "uv_day": (2, "P001", "20261121", "self"),
+    "uv_index": (2, "20261121"),
+    "uv_days": (2,),
+    "kafka_end_offsets": ("cps-events",),
+    "kafka_probe": (),
+    "final_days_generation": (),
+    "final_days": (7, "202611"),
+    "ranking_slot": (2, "24h", "tree", 1763690400),
+    "ranking_slots": (2, "1h", "self"),
+    "ranking_total": (2, "7d", "tree"),
+    "series_known": (2,),
+    "series_hash": (2, 60, "p:P001"),
+    "series_hash_of_member": (2, "300:all"),
+    "series_cleaned": (),
+    "metrics_counted": (2,),
+    "metrics_batch_seconds": (),
+    "metrics_members": ("cps-stats",),
+}
+NOT_KEY_BUILDERS = {
+    "realtime_ttl",
+    "final_days_ttl",
+    "ranking_ttl",
+    "series_ttl",
+    "partition_tag",
+    "parse_pv_bucket",
+    "parse_uv_day",
+    "series_member",
+    "metrics_counted_field",
+    "parse_metrics_counted_field",
+    "version1_pattern",
+    "version1_key",
+    "version1_moved",
+}
+# Placeholders whose values may hold a colon (a series counter "p:P001", a topic "file:PATH").
+_COLON_PLACEHOLDERS = {"{counter}", "{topic}"}
+
+
+def _documented_patterns() -> list[str]:
+    """The key patterns the module docstring draws: the first word of each line that starts with a tag."""
+    return re.findall(r"^ {4}(\{P(?::pN)?\}:\S+)", stats_keys.__doc__, flags=re.MULTILINE)
+
+
+def _as_regex(pattern: str) -> re.Pattern:
+    parts = re.split(r"(\{[^{}]+\})", pattern)
+    regex = ""
+    for part in parts:
+        if part == "{P}":
+            regex += r"\{cps\}"
+        elif part == "{P:pN}":
+            regex += r"\{cps:p\d+(?:\.\d+)?\}"
+        elif part in _COLON_PLACEHOLDERS:
+            regex += ".+"
+        elif part.startswith("{"):
+            regex += "[^:]+"
+        else:
+            regex += re.escape(part)
+    return re.compile(regex)
+
+
+def test_every_builder_is_classified():
+    functions = {
+        name
+        for name, value in vars(stats_keys).items()
+        if inspect.isfunction(value) and value.__module__ == stats_keys.__name__ and not name.startswith("_")
+    }
+    assert functions == set(KEY_BUILDERS) | NOT_KEY_BUILDERS
+
+
+def test_the_docstring_draws_exactly_the_keys_the_builders_build(settings):
+    settings.CPS_REDIS_PREFIX = "cps"
+    patterns = {pattern: _as_regex(pattern) for pattern in _documented_patterns()}
+    built = {name: getattr(stats_keys, name)(*args) for name, args in KEY_BUILDERS.items()}
+    undocumented = [
+        f"{name}: {key}"
+        for name, key in built.items()
+        if not any(r.fullmatch(key) for r in patterns.values())
+    ]
+    unbuilt = [
+        pattern for pattern, r in patterns.items() if not any(r.fullmatch(key) for key in built.values())
+    ]
+    assert undocumented == []
+    assert unbuilt == []
+    assert len(patterns) >= 20
+
+
+def test_version1_keys_are_told_apart(settings):
+    settings.CPS_REDIS_PREFIX = "cps"
+    kind = {
+        "{cps}:offsets:cps-stats:file:/tmp/a.jsonl": stats_keys.Version1Key(
+            stats_keys.VERSION1_OFFSETS, "cps-stats", "file:/tmp/a.jsonl"
+        ),
+        "{cps}:fence:cps-stats:cps-events:3": stats_keys.Version1Key(stats_keys.VERSION1_FENCE),
+        "{cps}:pv:index": stats_keys.Version1Key(stats_keys.VERSION1_INDEX),
+        "{cps}:uv:index:20261121": stats_keys.Version1Key(stats_keys.VERSION1_INDEX),
+        "{cps}:rank:1h:self:slots": stats_keys.Version1Key(stats_keys.VERSION1_INDEX),
+        "{cps}:pv:P001:202611211005": stats_keys.Version1Key(stats_keys.VERSION1_MOVED),
+        "{cps}:uv:days": stats_keys.Version1Key(stats_keys.VERSION1_MOVED),
+        "{cps}:series:60:all": stats_keys.Version1Key(stats_keys.VERSION1_MOVED),
+        "{cps}:deadletters": stats_keys.Version1Key(stats_keys.VERSION1_MOVED),
+        "{cps}:series:cleaned": stats_keys.Version1Key(stats_keys.VERSION1_STAYS),
+        "{cps}:final:gen": stats_keys.Version1Key(stats_keys.VERSION1_STAYS),
+        "{cps}:lock:flush": stats_keys.Version1Key(stats_keys.VERSION1_STAYS),
+    }
+    assert {key: stats_keys.version1_key(key) for key in kind} == kind
+    assert stats_keys.version1_moved("{cps}:pv:index") == "{cps:p0.1}:pv:index"

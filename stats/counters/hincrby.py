@@ -14,12 +14,13 @@ import numpy as np
 import orjson
 
 from cpsproject.common.lua import LuaScript
+from stats.pipeline.registry import CommandQueue
 
 _HINCRBY_MANY = LuaScript(__file__, "hincrby_many.lua")
 
 
 def queue_hincrby_many(
-    pipe,
+    pipe: CommandQueue,
     hashes: Sequence[str],
     triples: np.ndarray,
     *,

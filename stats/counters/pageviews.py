@@ -13,19 +13,20 @@ import datetime as dt
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from functools import partial
 from itertools import starmap
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 
 from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import floor_local
+from partners.selectors import Lineage
 from stats import keys
 from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
-
-SELF, TREE, BOT, GEN = "self", "tree", "bot", "gen"  # the fields, in the order the read script returns them
+from stats.pipeline.registry import CounterWrites, RedisClient
 
 _ADD = LuaScript(__file__, "pageviews_add.lua")
 _READ = LuaScript(__file__, "pageviews_read.lua")
@@ -33,20 +34,50 @@ _DELETE_IF_UNCHANGED = LuaScript(__file__, "pageviews_delete_if_unchanged.lua")
 
 # Bounds one script call's arguments; a bigger batch makes several calls in the same transaction.
 BUCKETS_PER_CALL = 5000
-# Buckets per read or compare-and-delete call: one call holds Redis for 5-10 ms.
+# Buckets per read or compare-and-delete call: a script blocks Redis while it runs, so each call stays short
+# enough for the consumers' transactions to pass between two.
 READ_CHUNK = 1000
 # Index members fetched per ZRANGE, their buckets read by one pipeline of script calls: few round trips to a
 # busy Redis, and no command holding it for more than a few milliseconds.
 INDEX_PAGE = 10 * READ_CHUNK
 
-MISSING = "\t" * 3  # the line of a bucket whose hash is gone
+_MISSING = "\t" * 3  # the line the read script returns for a bucket whose hash is gone
+
+
+class BucketNumbers(NamedTuple):
+    """What one partition's key of a bucket holds: the hash's fields, in the order every script uses."""
+
+    tree: int  # the partner's subtree's views
+    own: int  # the partner's own views (the hash's ``self`` field)
+    bot: int  # the partner's own bot views
+    generation: str  # the batch that created the key: ``BucketStat.generation``
+
+
+# Makes a BucketNumbers from a tuple in C (the generated ``__new__`` is a Python call): the API reads every live
+# bucket of a day per request that its cache misses.
+_new_numbers = partial(tuple.__new__, BucketNumbers)
+
+
+def _numbers(line: str) -> BucketNumbers:
+    """A bucket's line as the read script returns it: ``tree``, ``self``, ``bot`` and ``gen``, tab-separated."""
+    tree, own, bot, generation = line.split("\t")
+    return _new_numbers((int(tree or 0), int(own or 0), int(bot or 0), generation))
+
+
+class _Increments:
+    """One bucket's increments in a batch, in the order the add script takes them."""
+
+    __slots__ = ("tree", "own", "bot")
+
+    def __init__(self) -> None:
+        self.tree = self.own = self.bot = 0
 
 
 def bucket_start(moment: dt.datetime) -> dt.datetime:
     return floor_local(moment, stats_setting("BUCKET_SECONDS"))
 
 
-def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+def queue_page_views(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue one script call per few thousand buckets on ``writes.fenced``: the PV buckets of ``tally``.
 
     Each view counts for its own partner (``self``) and for the partner and every ancestor (``tree``);
@@ -58,22 +89,21 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     bucket_of = {seconds: clock.floor(seconds, period) for seconds in tally.seconds()}
     # A batch spans a bucket or two: count per partner and bucket first, so the fan-out to ancestors runs once
     # per partner-bucket rather than once per partner-second.
-    humans: Counter[tuple[object, int]] = Counter()
+    humans: Counter[tuple[Lineage | None, int]] = Counter()
     for (lineage, seconds), n in tally.humans.items():
         humans[(lineage, bucket_of[seconds])] += n
-    bots: Counter[tuple[object, int]] = Counter()
+    bots: Counter[tuple[Lineage | None, int]] = Counter()
     for (lineage, seconds), n in tally.bots.items():
         bots[(lineage, bucket_of[seconds])] += n
 
-    # (code, bucket start) -> [tree, self, bot]
-    buckets: defaultdict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    buckets: defaultdict[tuple[str, int], _Increments] = defaultdict(_Increments)  # by (code, bucket start)
     for (lineage, start), n in bots.items():
-        buckets[((lineage.codes if lineage else no_partner)[-1], start)][2] += n
+        buckets[((lineage.codes if lineage else no_partner)[-1], start)].bot += n
     for (lineage, start), n in humans.items():
         chain = lineage.codes if lineage else no_partner
-        buckets[(chain[-1], start)][1] += n
+        buckets[(chain[-1], start)].own += n
         for code in chain:
-            buckets[(code, start)][0] += n
+            buckets[(code, start)].tree += n
     if not buckets:
         return
     partition = writes.partition
@@ -83,10 +113,10 @@ def queue_page_views(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     for first in range(0, len(items), BUCKETS_PER_CALL):
         bucket_keys: list[str] = []
         numbers: list[int] = []
-        for (code, start), (tree, own, bot) in items[first : first + BUCKETS_PER_CALL]:
+        for (code, start), added in items[first : first + BUCKETS_PER_CALL]:
             stamp = clock.stamp_minute(start)
             bucket_keys.append(keys.pv_bucket(partition, code, stamp))
-            numbers += (int(stamp), tree, own, bot)
+            numbers += (int(stamp), added.tree, added.own, added.bot)
         _ADD.queue(
             writes.fenced,
             keys=[*bucket_keys, keys.pv_index(partition)],
@@ -99,15 +129,18 @@ class BucketRead(NamedTuple):  # a tuple: a flush reads 100,000 of them
     key: str
     code: str
     stamp: str  # yyyyMMddHHmm, the key's suffix
-    line: str  # the hash's self, tree, bot and gen fields as read, tab-separated ('' when missing)
+    line: str  # the hash as the read script returns it: what compare-and-delete checks
 
-    def numbers(self) -> tuple[int, int, int, str]:
-        """``(tree, self, bot, gen)``."""
-        own, tree, bot, generation = self.line.split("\t")
-        return int(tree or 0), int(own or 0), int(bot or 0), generation
+    @property
+    def missing(self) -> bool:
+        """Whether the key was gone (still indexed): it writes no row and is only un-indexed."""
+        return self.line == _MISSING
+
+    def numbers(self) -> BucketNumbers:
+        return _numbers(self.line)
 
 
-def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
+def read_indexed(client: RedisClient, *, max_score: float) -> Iterator[list[BucketRead]]:
     """Yield every indexed bucket whose stamp is at most ``max_score``, a chunk at a time, partition by
     partition, walking each index by rank.
 
@@ -128,7 +161,7 @@ def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
                 _READ.queue(pipe, keys=chunk)
             for chunk, reply in zip(chunks, pipe.execute(), strict=True):
                 lines = reply.decode().split("\n")
-                bucket_keys = list(map(bytes.decode, chunk))
+                bucket_keys = list(map(bytes.decode, cast(list[bytes], chunk)))
                 codes, stamps = zip(*map(keys.parse_pv_bucket, bucket_keys), strict=True)
                 yield list(
                     starmap(
@@ -138,7 +171,7 @@ def read_indexed(client, *, max_score: float) -> Iterator[list[BucketRead]]:
                 )
 
 
-def delete_unchanged(client, buckets: list[BucketRead]) -> int:
+def delete_unchanged(client: RedisClient, buckets: list[BucketRead]) -> int:
     """Delete each of ``buckets`` that still holds the line read, and its index entry; return how many went."""
     by_partition: defaultdict[int, list[BucketRead]] = defaultdict(list)
     for bucket in buckets:
@@ -156,12 +189,12 @@ def delete_unchanged(client, buckets: list[BucketRead]) -> int:
 
 
 def read_live(
-    client, code: str, stamps: list[str], *, partitions: list[int] | None = None
-) -> list[list[tuple[int, int, str]]]:
-    """For each of ``code``'s buckets ``stamps``, the ``(tree, self, gen)`` of every partition's key that
-    exists; one round trip (a script call per partition). ``partitions``: ``known_partitions``, when the
-    caller has already read them for this request."""
-    found: list[list[tuple[int, int, str]]] = [[] for _ in stamps]
+    client: RedisClient, code: str, stamps: list[str], *, partitions: list[int] | None = None
+) -> list[list[BucketNumbers]]:
+    """For each of ``code``'s buckets ``stamps``, what every partition's key that exists holds; one round trip
+    (a script call per partition). ``partitions``: ``known_partitions``, when the caller has already read them
+    for this request."""
+    found: list[list[BucketNumbers]] = [[] for _ in stamps]
     if not stamps:
         return found
     if partitions is None:
@@ -171,13 +204,12 @@ def read_live(
         _READ.queue(pipe, keys=[keys.pv_bucket(partition, code, stamp) for stamp in stamps])
     for reply in pipe.execute():
         for at, line in enumerate(reply.decode().split("\n")):
-            if line != MISSING:
-                own, tree, _bot, generation = line.split("\t")
-                found[at].append((int(tree or 0), int(own or 0), generation))
+            if line != _MISSING:
+                found[at].append(_numbers(line))
     return found
 
 
-def pending_count(client) -> int:
+def pending_count(client: RedisClient) -> int:
     """How many buckets wait in Redis for a flush, over every partition."""
     partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)

@@ -5,7 +5,7 @@
 local expected, from, gone = ARGV[1], 1, {}
 for k = 2, #KEYS do
   local to = string.find(expected, '\n', from, true) or (#expected + 1)
-  local v = redis.call('HMGET', KEYS[k], 'self', 'tree', 'bot', 'gen')
+  local v = redis.call('HMGET', KEYS[k], 'tree', 'self', 'bot', 'gen')
   local now = (v[1] or '') .. '\t' .. (v[2] or '') .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
   if now == string.sub(expected, from, to - 1) then gone[#gone + 1] = KEYS[k] end
   from = to + 1

@@ -25,6 +25,7 @@ from stats import keys
 from stats.conf import stats_setting
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
+from stats.pipeline.registry import CounterWrites, RedisClient
 
 SCOPES = ("tree", "self")
 
@@ -49,7 +50,7 @@ def windows() -> dict[str, Window]:
     return {name: Window(name, *spec) for name, spec in stats_setting("RANKING_WINDOWS").items()}
 
 
-def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+def queue_rankings(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue slot and total increments for every window and scope on ``writes.fenced``; expire due slots first."""
     partition, pipe = writes.partition, writes.fenced
     clock = tally.clock
@@ -65,7 +66,7 @@ def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
             if lineage is not None:
                 per_slot[(lineage, slot_of[second])] += n
         # scope -> slot start -> partner -> PV
-        counts = {scope: defaultdict(Counter) for scope in SCOPES}
+        counts: dict[str, defaultdict[int, Counter[str]]] = {scope: defaultdict(Counter) for scope in SCOPES}
         for (lineage, slot), n in per_slot.items():
             if slot < oldest:
                 continue  # already outside the window
@@ -89,7 +90,7 @@ def queue_rankings(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
             _ADD_TO_SLOTS.queue(pipe, keys=[index, total, *slot_keys], args=args)
 
 
-def rotate(window: Window, *, now: dt.datetime | None = None, client=None) -> int:
+def rotate(window: Window, *, now: dt.datetime | None = None, client: RedisClient | None = None) -> int:
     """Expire every slot of ``window`` that fell out of it, in every partition; return how many expired."""
     client = client or get_redis_connection("default")
     oldest = window.oldest_live_slot(now or timezone.now())

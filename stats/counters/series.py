@@ -20,6 +20,7 @@ from stats.conf import stats_setting
 from stats.counters.hincrby import queue_hincrby_many
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
+from stats.pipeline.registry import CounterWrites
 
 ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
@@ -35,7 +36,7 @@ def precisions() -> dict[int, int]:
     return dict(stats_setting("SERIES_RETENTION"))
 
 
-def queue_series(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
+def queue_series(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetime) -> None:
     """Queue the increment of every (precision, counter, sample) the batch touches on ``writes.fenced``."""
     partition = writes.partition
     clock = tally.clock
@@ -49,7 +50,7 @@ def queue_series(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
     row_counter: list[int] = []
     row_second: list[int] = []
     row_views: list[int] = []
-    for (lineage, seconds), n in per_second.items():
+    for (lineage, second), n in per_second.items():
         try:
             numbers = numbers_of[lineage]
         except KeyError:
@@ -59,7 +60,7 @@ def queue_series(writes, tally: PageViewTally, *, now: dt.datetime) -> None:
                 *(counter_number.setdefault(partner_counter(c), len(counter_number)) for c in codes),
             ]
         row_counter += numbers
-        row_second += [seconds] * len(numbers)
+        row_second += [second] * len(numbers)
         row_views += [n] * len(numbers)
     counter = np.array(row_counter, dtype=np.int64)
     seconds = np.array(row_second, dtype=np.int64)

@@ -2,7 +2,7 @@
 
 The PV buckets, the rankings and the series each count a partition's views per partner and second, then fan
 out to ancestors, buckets, slots and samples. Counting the batch once for all three, instead of once each,
-saves the passes over every event they used to make apiece.
+makes one pass over the events where each would make its own.
 """
 
 from collections import Counter, defaultdict

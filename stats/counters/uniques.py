@@ -12,7 +12,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 
@@ -21,6 +21,7 @@ from cpsproject.common.lua import LuaScript
 from stats import keys
 from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
+from stats.pipeline.registry import CounterWrites, RedisClient
 
 SELF, TREE = "self", "tree"
 
@@ -40,7 +41,7 @@ class UvDay(NamedTuple):
     scope: str  # SELF or TREE
 
 
-def queue_uniques(writes, tally: PageViewTally) -> None:
+def queue_uniques(writes: CounterWrites, tally: PageViewTally) -> None:
     """Queue the PFADDs of ``tally``'s visitors on ``writes.fenced``: each for its own partner (``self``) and
     for the partner and every ancestor (``tree``)."""
     visitors: defaultdict[UvDay, set[str]] = defaultdict(set)
@@ -72,7 +73,7 @@ def queue_uniques(writes, tally: PageViewTally) -> None:
     pipe.expire(keys.uv_days(partition), ttl)
 
 
-def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
+def merged_counts(client: RedisClient, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
     """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip.
 
     One script call per union, on scratch keys of its own slot (no transaction spans the unions): the blobs
@@ -87,7 +88,9 @@ def merged_counts(client, unions: list[list[bytes | None]]) -> list[tuple[bytes,
     return [(merged or b"", count) for merged, count in pipe.execute()] if unions else []
 
 
-def _read_blobs(client, names: list[UvDay], partitions: list[int] | None) -> dict[UvDay, list[bytes]]:
+def _read_blobs(
+    client: RedisClient, names: list[UvDay], partitions: list[int] | None
+) -> dict[UvDay, list[bytes]]:
     """The bytes of every partition's HyperLogLog of each of ``names``, in one round trip."""
     if partitions is None:
         partitions = known_partitions(client) if names else []
@@ -100,7 +103,7 @@ def _read_blobs(client, names: list[UvDay], partitions: list[int] | None) -> dic
 
 
 def union_counts(
-    client,
+    client: RedisClient,
     unions: list[tuple[Iterable[bytes | None], Iterable[UvDay]]],
     *,
     partitions: list[int] | None = None,
@@ -109,12 +112,12 @@ def union_counts(
 
     ``partitions``: ``known_partitions``, when the caller has already read them for this request.
     """
-    unions = [(list(blobs), list(names)) for blobs, names in unions]
-    live = _read_blobs(client, list({name for _, names in unions for name in names}), partitions)
+    listed = [(list(blobs), list(names)) for blobs, names in unions]
+    live = _read_blobs(client, list({name for _, names in listed for name in names}), partitions)
     return [
         count
         for _, count in merged_counts(
-            client, [blobs + [blob for name in names for blob in live[name]] for blobs, names in unions]
+            client, [blobs + [blob for name in names for blob in live[name]] for blobs, names in listed]
         )
     ]
 
@@ -127,12 +130,14 @@ class HllRead:
     current: bytes  # the key's bytes when read (what compare-and-delete checks)
 
 
-def read_day_hlls(client) -> list[HllRead]:
+def read_day_hlls(client: RedisClient) -> list[HllRead]:
     """Every day HyperLogLog Redis holds, with its bytes."""
     named: list[tuple[int, str, UvDay]] = []
     for partition in known_partitions(client):
         for day_stamp in client.zrange(keys.uv_days(partition), 0, -1):
-            for member in client.sscan_iter(keys.uv_index(partition, day_stamp.decode()), count=1000):
+            for member in client.sscan_iter(
+                keys.uv_index(partition, cast(bytes, day_stamp).decode()), count=1000
+            ):
                 key = member.decode()
                 named.append((partition, key, UvDay(*keys.parse_uv_day(key))))
     reads = []
@@ -146,7 +151,7 @@ def read_day_hlls(client) -> list[HllRead]:
     return reads
 
 
-def delete_unchanged(client, reads: list[HllRead], *, settled: Callable[[str], bool]) -> int:
+def delete_unchanged(client: RedisClient, reads: list[HllRead], *, settled: Callable[[str], bool]) -> int:
     """Delete each HyperLogLog of ``reads`` whose day is ``settled`` and that still holds the bytes read."""
     pipe = client.pipeline(transaction=False)
     queued = 0
@@ -162,10 +167,10 @@ def delete_unchanged(client, reads: list[HllRead], *, settled: Callable[[str], b
     return sum(pipe.execute()) if queued else 0
 
 
-def pending_count(client) -> int:
+def pending_count(client: RedisClient) -> int:
     """How many day HyperLogLogs wait in Redis for a flush, over every partition."""
     indexes = [
-        keys.uv_index(partition, stamp.decode())
+        keys.uv_index(partition, cast(bytes, stamp).decode())
         for partition in known_partitions(client)
         for stamp in client.zrange(keys.uv_days(partition), 0, -1)
     ]

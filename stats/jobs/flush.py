@@ -18,8 +18,9 @@ before step 3: a flush that lost its lock stops (``LockLost``) instead of writin
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Sum
 from django.utils import timezone
@@ -43,6 +44,7 @@ from stats.counters.pageviews import bucket_start
 from stats.counters.uniques import SELF, TREE
 from stats.jobs.layout import upgrade_layout
 from stats.models import BucketStat, DailyStat
+from stats.pipeline.registry import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +90,7 @@ def _stored_hlls(days: set[dt.date]) -> dict:
     return stored
 
 
-def _merge_hlls(client, reads: list[uniques.HllRead], ids: dict[str, int | None]) -> list[DayUv]:
+def _merge_hlls(client: RedisClient, reads: list[uniques.HllRead], ids: dict[str, int | None]) -> list[DayUv]:
     """Merge every partner-day's HyperLogLogs in Redis (one per partition) with the one stored for its day."""
     by_name: dict[uniques.UvDay, list[bytes]] = defaultdict(list)
     for read in reads:
@@ -117,7 +119,7 @@ def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[DayUv], ids
             .values("partner_id")
             .annotate(pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv"))
         )
-        found = list(sums)
+        found: list[Mapping[str, Any]] = list(sums)
         if None in partner_ids:
             site = BucketStat.objects.filter(start__gte=start, start__lt=end, partner=None).aggregate(
                 pv=Sum("pv"), pv_self=Sum("pv_self"), bot_pv=Sum("bot_pv")
@@ -140,15 +142,15 @@ def _daily_rows(touched: set[tuple[int | None, dt.date]], hlls: list[DayUv], ids
     )
     result = []
     for (partner_id, day), fields in rows.items():
-        row = {"partner_id": partner_id, "date": day, **fields}
+        daily_row: dict[str, Any] = {"partner_id": partner_id, "date": day, **fields}
         if (partner_id, day) not in reconciled:
             # Not reconciled yet: what the API shows is the realtime number.
             for shown in ("pv", "pv_self", "uv", "uv_self"):
                 if f"realtime_{shown}" in fields:
-                    row[shown] = fields[f"realtime_{shown}"]
+                    daily_row[shown] = fields[f"realtime_{shown}"]
         else:
-            row.pop("bot_pv", None)
-        result.append(row)
+            daily_row.pop("bot_pv", None)
+        result.append(daily_row)
     return result
 
 
@@ -203,29 +205,29 @@ class _BucketsRead:
             yield self._rows(known)
 
     def written(self) -> int:
-        return sum(1 for b in self.last.values() if b.line != pageviews.MISSING)
+        return sum(1 for b in self.last.values() if not b.missing)
 
     def _rows(self, buckets: list[pageviews.BucketRead]) -> list[dict]:
         ids, starts, touched = self.ids, self._starts, self.touched
         rows = []
         for bucket in buckets:
             code, stamp = bucket.code, bucket.stamp
-            if bucket.line == pageviews.MISSING:
+            if bucket.missing:
                 continue
             if stamp not in starts:
                 start = parse_stamp_minute(stamp)
                 starts[stamp] = start, local_day(start)
             start, day = starts[stamp]
-            tree, own, bot, generation = bucket.numbers()
+            numbers = bucket.numbers()
             partner_id = ids[code]
             rows.append(
                 {
                     "partner_id": partner_id,
                     "start": start,
-                    "generation": generation,
-                    "pv": tree,
-                    "pv_self": own,
-                    "bot_pv": bot,
+                    "generation": numbers.generation,
+                    "pv": numbers.tree,
+                    "pv_self": numbers.own,
+                    "bot_pv": numbers.bot,
                 }
             )
             touched.add((partner_id, day))
@@ -233,7 +235,7 @@ class _BucketsRead:
 
 
 def _delete_settled(
-    client,
+    client: RedisClient,
     buckets: list[pageviews.BucketRead],
     hlls: list[uniques.HllRead],
     *,

@@ -14,26 +14,23 @@ every later start costs one GET. Run it with every consumer of the earlier versi
 """
 
 import logging
+from typing import cast
 
 from django_redis import get_redis_connection
 from redis.exceptions import ResponseError
 
 from cpsproject.common.locks import job_lock
 from stats import keys
+from stats.pipeline import offsets
 from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
-from stats.pipeline.registry import layout_upgrades
+from stats.pipeline.registry import RedisClient, layout_upgrades
 
 logger = logging.getLogger(__name__)
 
 LAYOUT_VERSION = b"2"
 
-# The keys of version 1 that moved, by what follows "{P}:". Everything else stays under {P}: locks, jobs,
-# the final-days cache, Kafka end offsets, the batch histogram and members, series:cleaned.
-_MOVED = ("pv:", "uv:", "rank:", "series:known", "series:", "metrics:counted", "deadletters")
-_STAYS = ("series:cleaned",)
 
-
-def _move(client, old: str, new: str) -> bool:
+def _move(client: RedisClient, old: str, new: str) -> bool:
     """Move one key; return whether it moved (False: it is gone, or its new name holds something else)."""
     dumped, ttl = client.dump(old), client.pttl(old)
     if dumped is None:
@@ -48,14 +45,15 @@ def _move(client, old: str, new: str) -> bool:
     return True
 
 
-def _move_index(client, old: str, new: str) -> bool:
+def _move_index(client: RedisClient, old: str, new: str) -> bool:
     """Move a set or sorted set of key names, renaming its members."""
     if client.type(old) == b"zset":
-        members = {keys.version1_moved(m.decode()): s for m, s in client.zrange(old, 0, -1, withscores=True)}
-        if members:
-            client.zadd(new, members)
+        read = cast(list[tuple[bytes, float]], client.zrange(old, 0, -1, withscores=True))
+        scored = {keys.version1_moved(m.decode()): s for m, s in read}
+        if scored:
+            client.zadd(new, scored)
     else:
-        members = [keys.version1_moved(m.decode()) for m in client.smembers(old)]
+        members = [keys.version1_moved(m.decode()) for m in cast(set[bytes], client.smembers(old))]
         if members:
             client.sadd(new, *members)
     ttl = client.ttl(old)
@@ -65,49 +63,36 @@ def _move_index(client, old: str, new: str) -> bool:
     return True
 
 
-def _is_index(rest: str) -> bool:
-    """Whether the key is a set or sorted set whose members name other keys."""
-    return (
-        rest == "pv:index"
-        or rest.startswith("uv:index:")
-        or (rest.startswith("rank:") and rest.endswith(":slots"))
-    )
-
-
-def _move_stats_keys(client) -> int:
+def _move_stats_keys(client: RedisClient) -> int:
     moved = 0
     for raw in client.scan_iter(match=keys.version1_pattern(), count=1000):
         old = raw.decode()
-        rest = keys.version1_suffix(old)
-        if rest.startswith("offsets:"):
-            moved += _move_offsets(client, old, rest.removeprefix("offsets:"))
-        elif rest.startswith("fence:"):
+        found = keys.version1_key(old)
+        if found.kind == keys.VERSION1_OFFSETS:
+            moved += _move_offsets(client, old, group=found.group, topic=found.topic)
+        elif found.kind == keys.VERSION1_FENCE:
             client.delete(old)  # the offset key is the fence now
-        elif rest.startswith(_STAYS) or not rest.startswith(_MOVED):
-            continue
-        elif _is_index(rest):
+        elif found.kind == keys.VERSION1_INDEX:
             moved += _move_index(client, old, keys.version1_moved(old))
-        else:
+        elif found.kind == keys.VERSION1_MOVED:
             moved += _move(client, old, keys.version1_moved(old))
     if moved:
         _register(client, 0)
     return moved
 
 
-def _register(client, partition: int) -> None:
+def _register(client: RedisClient, partition: int) -> None:
     pipe = client.pipeline(transaction=False)
     queue_register(pipe, partition)
     pipe.execute()
 
 
-def _move_offsets(client, old: str, group_topic: str) -> int:
+def _move_offsets(client: RedisClient, old: str, *, group: str, topic: str) -> int:
     """The hash partition -> next offset becomes one key per partition (the partition's fence too)."""
-    # A source may hold colons (file:PATH); the group ids the product uses do not.
-    group, topic = group_topic.split(":", 1)
     for partition, offset in client.hgetall(old).items():
-        number = int(partition)
-        client.set(keys.offset(group, topic, number), int(offset), ex=keys.LONG_TTL, nx=True)
-        _register(client, number)
+        offsets.store_if_absent(
+            client, group=group, source=topic, partition=int(partition), offset=int(offset)
+        )
     client.delete(old)
     return 1
 

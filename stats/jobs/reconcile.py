@@ -14,17 +14,16 @@ import logging
 from dataclasses import dataclass
 
 from django.utils import timezone
-from django_redis import get_redis_connection
 
 from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import business_tz, local_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
-from stats import keys
+from stats.jobs import final_days
 from stats.jobs.retention import archive_cutoff
 from stats.keys import NO_PARTNER
 from stats.models import DailyStat, ReconcileDrift
-from stats.pipeline.archive import get_archive
+from stats.pipeline.archive import DayCounts, get_archive
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +46,6 @@ def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
     return local_day(now or timezone.now()) - dt.timedelta(days=1)
 
 
-def _forget_final_days() -> None:
-    """Move the final-days cache to a new generation (``stats.keys.final_days``): every entry is read again."""
-    pipe = get_redis_connection("default").pipeline(transaction=True)
-    pipe.incr(keys.final_days_generation())
-    pipe.expire(keys.final_days_generation(), keys.LONG_TTL)
-    pipe.execute()
-
-
 class ReconcileRefused(Exception):
     """The day cannot be recounted: its raw events are gone, or it has not ended yet."""
 
@@ -74,6 +65,54 @@ def reconcile_closed_day(*, day: dt.date, now: dt.datetime | None = None) -> Rec
     return reconcile(day=day, now=now)
 
 
+def _recounted_rows(
+    counts: DayCounts,
+    *,
+    ids: dict[str, int | None],
+    existing: dict[int | None, DailyStat],
+    day: dt.date,
+    now: dt.datetime,
+) -> tuple[list[dict], list[dict]]:
+    """The day's ``DailyStat`` rows from the exact counts, and its ``ReconcileDrift`` rows against the realtime
+    numbers the rows held, for every partner that had traffic or a row."""
+    partner_ids = {ids[code] for code in counts.codes() if code in ids} | set(existing)
+    code_by_id = {pid: code for code, pid in ids.items()}
+    daily, drift = [], []
+    for partner_id in partner_ids:
+        code = code_by_id.get(partner_id)
+        if code is None:
+            continue
+        own_pv, own_uv = counts.pv_self.get(code, 0), counts.uv_self.get(code, 0)
+        # Traffic with no partner has no subtree: its totals are its own numbers.
+        pv = counts.pv_tree.get(code, 0) if partner_id else own_pv
+        uv = counts.uv_tree.get(code, 0) if partner_id else own_uv
+        daily.append(
+            {
+                "partner_id": partner_id,
+                "date": day,
+                "pv": pv,
+                "pv_self": own_pv,
+                "uv": uv,
+                "uv_self": own_uv,
+                "bot_pv": counts.bot_pv.get(code, 0),
+                "reconciled_at": now,
+            }
+        )
+        realtime = existing.get(partner_id)
+        drift.append(
+            {
+                "partner_id": partner_id,
+                "date": day,
+                "realtime_pv": realtime.realtime_pv if realtime else 0,
+                "exact_pv": pv,
+                "realtime_uv": realtime.realtime_uv if realtime else 0,
+                "exact_uv": uv,
+                "reconciled_at": now,
+            }
+        )
+    return daily, drift
+
+
 def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResult:
     """Recount ``day`` exactly, write it as final, and record the realtime-versus-exact drift.
 
@@ -91,41 +130,7 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
         ids: dict[str, int | None] = dict(Partner.objects.values_list("code", "id"))
         ids[NO_PARTNER] = None
         existing = {row.partner_id: row for row in DailyStat.objects.filter(date=day)}
-        partner_ids = {ids[code] for code in counts.codes() if code in ids} | set(existing)
-        code_by_id = {pid: code for code, pid in ids.items()}
-        daily, drift = [], []
-        for partner_id in partner_ids:
-            code = code_by_id.get(partner_id)
-            if code is None:
-                continue
-            own_pv, own_uv = counts.pv_self.get(code, 0), counts.uv_self.get(code, 0)
-            # Traffic with no partner has no subtree: its totals are its own numbers.
-            pv = counts.pv_tree.get(code, 0) if partner_id else own_pv
-            uv = counts.uv_tree.get(code, 0) if partner_id else own_uv
-            daily.append(
-                {
-                    "partner_id": partner_id,
-                    "date": day,
-                    "pv": pv,
-                    "pv_self": own_pv,
-                    "uv": uv,
-                    "uv_self": own_uv,
-                    "bot_pv": counts.bot_pv.get(code, 0),
-                    "reconciled_at": now,
-                }
-            )
-            realtime = existing.get(partner_id)
-            drift.append(
-                {
-                    "partner_id": partner_id,
-                    "date": day,
-                    "realtime_pv": realtime.realtime_pv if realtime else 0,
-                    "exact_pv": pv,
-                    "realtime_uv": realtime.realtime_uv if realtime else 0,
-                    "exact_uv": uv,
-                    "reconciled_at": now,
-                }
-            )
+        daily, drift = _recounted_rows(counts, ids=ids, existing=existing, day=day, now=now)
         with (
             job_lock("flush", wait_seconds=FLUSH_LOCK_WAIT_SECONDS) as flush_lock,
             flush_lock.atomic(),  # opens and commits only while both locks are ours
@@ -135,7 +140,7 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
             upsert_rows(ReconcileDrift, drift, key_fields=["partner_id", "date"])
             lock.ensure_held()
         # After the commit: the API's cache of final days was filled from the rows this run replaced.
-        _forget_final_days()
+        final_days.forget_all()
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
     result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting)
     logger.info(result.summary())

@@ -7,8 +7,10 @@ an unreadable batch (``error`` set) becomes a dead letter instead of stopping th
 """
 
 from dataclasses import dataclass
+from typing import final
 
 
+@final  # what is not a BatchGap is a message's bytes: ``type(value) is BatchGap`` tells them apart
 @dataclass(frozen=True, slots=True)
 class BatchGap:
     first_offset: int  # the record batch's base offset

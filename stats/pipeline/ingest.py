@@ -1,10 +1,21 @@
-"""Counting one parsed batch exactly once: the counters' commands, the stores, the apply to Redis with offsets.
+"""A batch's path, step after step from one place: parse, archive and build the counters, set aside what a
+stage refused and store the dead letters, then apply each partition's counters with its offset.
 
-``process_batch`` (``batch.parse_batch`` then ``count_batch``) is what tests call directly; the consumer calls
-the two halves itself. Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in
-one MULTI/EXEC; on (re)start the consumer seeks to the offsets stored there, so a batch is either fully counted
-and skipped, or not counted and read again. The archive and the dead-letter table (``storing``) are
-idempotent, so a re-read is harmless.
+``process_batch`` (``parse_batch`` then ``count_batch``) is what tests and tools call; the consumer calls the
+two halves itself, to parse the next batch while this one is counted. Each step lives in its own module, and
+none calls back into another:
+
+==========================  ==========================================================
+``batch.parse_batch``       messages -> events per partition, dead letters, offsets
+``counting``                the counters' commands, recorded in memory (no Redis)
+``storing``                 the raw-event archive and the dead-letter table
+``set_aside``               what a stage refused, and partitions another consumer owns
+``offsets``                 each partition's MULTI/EXEC: counters, dead-letter counts, offset
+==========================  ==========================================================
+
+Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
+(re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
+not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
 """
 
 import datetime as dt
@@ -16,18 +27,27 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from django_redis import get_redis_connection
-from redis.exceptions import WatchError
 
 from cpsproject.common import faults
-from stats import keys
-from stats.pipeline import metrics
-from stats.pipeline.archive import get_archive
-from stats.pipeline.batch import Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
-from stats.pipeline.events import Reason
-from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.partitions import known_partitions, queue_new_version, queue_register
-from stats.pipeline.registry import CounterWrites, Event, queue_counters
-from stats.pipeline.storing import archive_in_background, archive_refusals, store_dead_letters
+from stats.pipeline import counting, metrics, offsets, set_aside, storing
+from stats.pipeline.batch import CountedEvent, Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
+from stats.pipeline.counting import build_counters, unfenced_writes
+from stats.pipeline.isolation import retry_while_unavailable
+from stats.pipeline.offsets import stored_offsets
+from stats.pipeline.registry import RedisClient
+
+# The pipeline's front door: what tools and tests take from here, wherever it lives.
+__all__ = [
+    "BatchResult",
+    "Message",
+    "PartnerDirectory",
+    "build_counters",
+    "count_batch",
+    "parse_batch",
+    "process_batch",
+    "stored_offsets",
+    "unfenced_writes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,141 +76,6 @@ class BatchResult:
             else ""
         )
         return f"counted {self.counted} events; dead letters: {dead}{drained}"
-
-
-def _queue_counters(writes: CounterWrites, events: Sequence[Event], now: dt.datetime) -> None:
-    """Queue what every registered counter takes from one partition's events."""
-    faults.fail_for(events, point="count")
-    queue_counters(writes, events, now=now)
-
-
-def _set_aside(
-    parsed: ParsedBatch, failures: list[tuple[tuple[Message, Event], BaseException]], stage: str
-) -> None:
-    """Turn the events a stage refused on their own into ``unstorable`` dead letters, out of the batch."""
-    for (message, event), exc in failures:
-        logger.error(
-            "%s refused event %r at %s[%d]@%d: %s",
-            stage,
-            event.event_id,
-            message.source,
-            message.partition,
-            message.offset,
-            exc,
-        )
-        raw = message.value if message.value is not None else event.payload.encode()
-        parsed.reject(message._replace(value=raw), Reason.UNSTORABLE, f"{stage}: {type(exc).__name__}: {exc}")
-        parsed.events[Partition(message.source, message.partition)].remove((message, event))
-        if stage == "counting" and parsed.archiving is not None:  # else it was never handed to the archive
-            parsed.set_aside_by_counting.append(event.event_id)
-
-
-class RecordedCommands:
-    """Pipeline commands queued in memory, then queued on a real pipeline as often as one is built.
-
-    Counters only queue commands and read no reply, so a partition's counters need no Redis to be built: the
-    consumer builds a batch's while the batch before waits for Redis, and an apply retried after an outage or
-    a moved fence queues the same commands again instead of counting the batch again. Scripts come as
-    ``execute_command("EVAL", …)`` (``cpsproject.common.lua.LuaScript``), like any other command.
-    """
-
-    def __init__(self) -> None:
-        self._calls: list[tuple[str, tuple, dict]] = []
-
-    def __getattr__(self, name: str):
-        def queue(*args, **kwargs):
-            self._calls.append((name, tuple(_exact(arg) for arg in args), kwargs))
-            return self
-
-        return queue
-
-    def __bool__(self) -> bool:
-        return bool(self._calls)
-
-    def queue_on(self, pipe) -> None:
-        for name, args, kwargs in self._calls:
-            getattr(pipe, name)(*args, **kwargs)
-
-
-def _exact(arg):
-    """``arg``, with a bytes argument copied to a buffer of its own size.
-
-    orjson returns its output in the buffer it grew while writing: a 24 KB document held ~1 MB (tracemalloc).
-    Sent at once that did not matter; held while the batch waits its turn it made a batch's recorded counters
-    22.5 MB instead of 4.
-    """
-    return bytes(memoryview(arg)) if type(arg) is bytes else arg
-
-
-def _recorded_writes(partition: Partition) -> CounterWrites:
-    writes = CounterWrites(partition.number, fenced=RecordedCommands(), idempotent=RecordedCommands())
-    # Before the offset moves: whoever reads the partition's counters finds it listed.
-    queue_register(writes.idempotent, partition.number)
-    return writes
-
-
-def unfenced_writes(pipe, partition: int = 0) -> CounterWrites:
-    """Counter writes straight onto the pipeline ``pipe``, with no offset to move them with: for tools that fill
-    Redis without a Kafka source (the bench, tests racing a flush). The partition's new version goes first on
-    the pipeline, which is no transaction: a reader that runs in the middle of it may keep what it read until
-    the next write."""
-    queue_register(pipe, partition)
-    queue_new_version(pipe, partition)
-    return CounterWrites(partition, fenced=pipe, idempotent=pipe)
-
-
-def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:
-    writes = _recorded_writes(partition)
-    pairs = parsed.events[partition]
-    _queue_counters(writes, [event for _, event in pairs], parsed.now)
-    metrics.record_counted(writes, pairs)  # events counted, exactly once with the counters
-    return writes
-
-
-def _build_partition_counters(parsed: ParsedBatch, partition: Partition) -> None:
-    """Record the partition's counter commands; events the counter code refuses on their own are set aside."""
-    try:
-        parsed.counters[partition] = _record_counters(parsed, partition)
-        return
-    except Exception:
-        pass
-    # Rare path: find the events that fail on their own, recording into throwaway commands.
-    refused = isolate_failures(
-        parsed.events[partition],
-        lambda p: _queue_counters(_recorded_writes(partition), [e for _, e in p], parsed.now),
-    )
-    _set_aside(parsed, refused, "counting")
-    parsed.counters[partition] = _record_counters(parsed, partition)
-
-
-def build_counters(parsed: ParsedBatch) -> None:
-    """Record each partition's counter commands: CPU only, no Redis (``count_batch`` does it when not done)."""
-    for partition in parsed.next_offsets:
-        if partition not in parsed.counters:
-            _build_partition_counters(parsed, partition)
-
-
-def _stored_past(stored: bytes | None, parsed: ParsedBatch, partition: Partition) -> int | None:
-    """Return the offset stored for ``partition`` if it is past the batch's first (the batch is stale), else None."""
-    if stored is not None and int(stored) > parsed.first_offsets[partition]:
-        return int(stored)
-    return None
-
-
-def _stale_partitions(client, parsed: ParsedBatch, group: str) -> dict[Partition, int]:
-    """Return the batch's partitions whose stored offset is past the batch already, with it; one round trip.
-
-    Checked before anything is stored, so that a batch known to be stale is neither archived nor dead-lettered
-    here; ``_apply_partition`` checks again under WATCH, which is what keeps a batch from counting twice.
-    """
-    partitions = list(parsed.next_offsets)
-    pipe = client.pipeline(transaction=False)
-    for source, number in partitions:
-        pipe.get(keys.offset(group, source, number))
-    found = (
-        (p, _stored_past(stored, parsed, p)) for p, stored in zip(partitions, pipe.execute(), strict=True)
-    )
-    return {partition: stored for partition, stored in found if stored is not None}
 
 
 def process_batch(
@@ -228,7 +113,8 @@ def count_batch(
        transaction of their own, tests, leave it off); the counters refuse an event before it is archived,
        or the worker's copy is taken back.
     3. Events the archive refused on their own become ``unstorable`` dead letters; store the dead letters.
-    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset (``_apply_partition``).
+    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset
+       (``offsets.apply_with_offset``).
 
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
     refuses on its own is found by bisecting the batch.
@@ -236,134 +122,95 @@ def count_batch(
     client = get_redis_connection("default")
     result = BatchResult()
     # step 1
-    stale = retry_while_unavailable(
-        lambda: _stale_partitions(client, parsed, group), what="Redis offset check", should_stop=should_stop
-    )
-    for partition, stored in stale.items():
-        _drop_stale(parsed, result, partition, stored)
-
+    _drop_stale_partitions(client, parsed, result, group=group, should_stop=should_stop)
     # step 2
-    if archive_concurrently and parsed.archiving is None:
-        archive_in_background(parsed, should_stop=should_stop)
-    # While the worker inserts (its driver releases the GIL), unless the consumer built them already.
-    build_counters(parsed)
-    if parsed.archiving is None:
-        refused = archive_refusals(parsed.all_events(), should_stop)
-    else:
-        refused = parsed.archiving.result()
-        # An event the counters refused after the worker started is archived nowhere: take back what the
-        # worker stored of it. (A stale partition's events stay: the consumer that owns it now archives the
-        # same rows.)
-        if taken_back := parsed.set_aside_by_counting:
-            retry_while_unavailable(
-                lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
-            )
-        # What the counters set aside is out of the batch already.
-        refused = [
-            (pair, exc)
-            for pair, exc in refused
-            if pair in parsed.events.get(Partition(pair[0].source, pair[0].partition), ())
-        ]
-
+    refused = _archive_and_build_counters(parsed, should_stop=should_stop, concurrently=archive_concurrently)
     # step 3
-    _set_aside(parsed, refused, "archive")
-    for partition in {Partition(m.source, m.partition) for (m, _), _ in refused}:
-        _build_partition_counters(parsed, partition)
-    retry_while_unavailable(
-        lambda: store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
-    )
-    faults.reach("after_archive")
-
+    _set_aside_and_store_dead_letters(parsed, refused, should_stop=should_stop)
     # step 4
-    for partition, next_offset in list(parsed.next_offsets.items()):
-        dead = parsed.dead_counts(partition)
-        stored = retry_while_unavailable(
-            partial(_apply_partition, client, parsed, partition, dead=dead, group=group),
-            what=f"Redis apply of {partition}",
-            should_stop=should_stop,
-        )
-        if stored is not None and stored != next_offset:  # equal: applied before the connection dropped
-            _drop_stale(parsed, result, partition, stored)
-            continue
-        result.counted += len(parsed.events.get(partition, []))
-        result.dead.update(dead)
-        result.next_offsets[partition] = next_offset
-        faults.reach("after_redis")
+    for partition in list(parsed.next_offsets):
+        _apply_partition(client, parsed, result, partition, group=group, should_stop=should_stop)
     if result.dead:
         logger.warning("batch: %s", result.summary())
     metrics.record_batch_duration(time.monotonic() - parsed.started)
     return result
 
 
-def _drop_stale(parsed: ParsedBatch, result: BatchResult, partition: Partition, stored: int) -> None:
-    """Leave a stale partition's share of the batch to the consumer that counted on from the stored offset."""
-    logger.warning(
-        "%s: offset %d is stored, past this batch's first offset %d: another consumer took the partition; "
-        "the batch is not counted here",
-        partition,
-        stored,
-        parsed.first_offsets[partition],
+def _drop_stale_partitions(
+    client: RedisClient,
+    parsed: ParsedBatch,
+    result: BatchResult,
+    *,
+    group: str,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Step 1. Checked before anything is stored, so that a batch known to be stale is neither archived nor
+    dead-lettered here; step 4 checks again under WATCH, which is what keeps a batch from counting twice."""
+    stale = retry_while_unavailable(
+        lambda: offsets.stale_partitions(client, group=group, first_offsets=parsed.first_offsets),
+        what="Redis offset check",
+        should_stop=should_stop,
     )
-    parsed.events.pop(partition, None)
-    parsed.counters.pop(partition, None)
-    parsed.next_offsets.pop(partition, None)
-    parsed.dead_letters = [d for d in parsed.dead_letters if (d.source, d.partition) != partition]
-    result.stale[partition] = stored
+    for partition, stored in stale.items():
+        set_aside.drop_stale(parsed, partition, stored)
+        result.stale[partition] = stored
+
+
+def _archive_and_build_counters(
+    parsed: ParsedBatch, *, should_stop: Callable[[], bool], concurrently: bool
+) -> list[tuple[CountedEvent, BaseException]]:
+    """Step 2: return the events the archive refused on their own."""
+    if concurrently and parsed.archiving is None:
+        storing.archive_in_background(parsed, should_stop=should_stop)
+    # While the worker inserts (its driver releases the GIL), unless the consumer built them already.
+    counting.build_counters(parsed)
+    return storing.archive(parsed, should_stop=should_stop)
+
+
+def _set_aside_and_store_dead_letters(
+    parsed: ParsedBatch, refused: list[tuple[CountedEvent, BaseException]], *, should_stop: Callable[[], bool]
+) -> None:
+    """Step 3."""
+    set_aside.set_aside(parsed, refused, "archive")
+    counting.rebuild_counters(parsed, set_aside.partitions_of(refused))
+    retry_while_unavailable(
+        lambda: storing.store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
+    )
+    faults.reach("after_archive")
 
 
 def _apply_partition(
-    client, parsed: ParsedBatch, partition: Partition, *, dead: Counter[str], group: str
-) -> int | None:
-    """Apply the partition's share: its idempotent writes, then one MULTI/EXEC of its counters, dead-letter
-    counts and next offset.
-
-    Return None once applied, or the stored offset instead when it is past the batch's first: the batch is
-    stale. The MULTI/EXEC WATCHes the partition's offset key and reads it first, so a consumer that lost its
-    partitions while frozen with a polled batch (a stopped VM, a swap storm) finds the offset moved on, and one
-    whose apply races another's has its EXEC refused (WatchError) and looks again. Each attempt reads the
-    stored offset again: after a dropped connection, a transaction that ran is not sent twice. The idempotent
-    writes (a replay changes nothing) go first, in whichever slots their keys live: once the offset has moved
-    they are all in.
-    """
-    source, number = partition
+    client: RedisClient,
+    parsed: ParsedBatch,
+    result: BatchResult,
+    partition: Partition,
+    *,
+    group: str,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Step 4, for one partition: its counters and dead-letter counts with its next offset, or left to the
+    consumer that stored an offset past the batch."""
     next_offset = parsed.next_offsets[partition]
-    writes = parsed.counters[partition]
-    offset_key = keys.offset(group, source, number)
-    while True:
-        if writes.idempotent:
-            anywhere = client.pipeline(transaction=False)
-            writes.idempotent.queue_on(anywhere)
-            anywhere.execute()
-        pipe = client.pipeline(transaction=True)
-        try:
-            pipe.watch(offset_key)
-            stored = _stored_past(pipe.get(offset_key), parsed, partition)
-            if stored is not None:
-                return stored
-            pipe.multi()
-            writes.fenced.queue_on(pipe)
-            for reason, n in dead.items():
-                pipe.hincrby(keys.dead_letter_counts(number), reason, n)
-            if dead:
-                pipe.expire(keys.dead_letter_counts(number), keys.LONG_TTL)
-            pipe.set(offset_key, next_offset, ex=keys.LONG_TTL)
-            queue_new_version(pipe, number)
-            pipe.execute()
-            return None
-        except WatchError:
-            continue
-        finally:
-            pipe.reset()  # gives the watching connection back to the pool
-
-
-def stored_offsets(*, group: str, source: str) -> dict[int, int]:
-    """Return the next offset to read per partition, as stored with the counters."""
-    client = get_redis_connection("default")
-    partitions = known_partitions(client)
-    pipe = client.pipeline(transaction=False)
-    for number in partitions:
-        pipe.get(keys.offset(group, source, number))
-    stored = pipe.execute() if partitions else []
-    return {
-        number: int(offset) for number, offset in zip(partitions, stored, strict=True) if offset is not None
-    }
+    dead = parsed.dead_counts(partition)
+    stored = retry_while_unavailable(
+        partial(
+            offsets.apply_with_offset,
+            client,
+            group=group,
+            partition=partition,
+            first_offset=parsed.first_offsets[partition],
+            next_offset=next_offset,
+            writes=parsed.counters[partition],
+            dead=dead,
+        ),
+        what=f"Redis apply of {partition}",
+        should_stop=should_stop,
+    )
+    if stored is not None and stored != next_offset:  # equal: applied before the connection dropped
+        set_aside.drop_stale(parsed, partition, stored)
+        result.stale[partition] = stored
+        return
+    result.counted += len(parsed.events.get(partition, []))
+    result.dead.update(dead)
+    result.next_offsets[partition] = next_offset
+    faults.reach("after_redis")

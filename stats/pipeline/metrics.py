@@ -3,8 +3,8 @@
 The consumer is a process of its own, so nothing here lives in process memory: every figure is a Redis hash
 (keys in ``stats.keys``, "Pipeline metrics") that the web process reads at scrape time
 (``stats.read.pipeline_status``). Events counted are queued on the partition's MULTI/EXEC pipeline, beside the
-counters and the offset, so they are exactly once as the counters are; dead letters are counted the same way in
-``keys.dead_letter_counts()`` by ``ingest``. A batch's duration is known only once it is done, so the histogram
+counters and the offset, so they are exactly once as the counters are; dead letters are counted the same way
+(``stats.pipeline.dead_letter_counts``). A batch's duration is known only once it is done, so the histogram
 is written after it in a round trip of its own: a crash in between loses one sample, never a count.
 """
 
@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
@@ -20,9 +21,14 @@ from redis.exceptions import RedisError
 from stats import keys
 from stats.pipeline.partitions import summed_hashes
 
+if TYPE_CHECKING:
+    from stats.pipeline.batch import CountedEvent
+    from stats.pipeline.registry import CounterWrites
+
 logger = logging.getLogger(__name__)
 
-# Upper bounds in seconds of the batch-duration histogram: a full batch of 2,000 events takes about 0.1 s.
+# Upper bounds in seconds of the batch-duration histogram: fine around what a full batch takes, coarse up to a
+# minute (a batch that waits out an outage).
 BATCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SUM, COUNT = "sum", "count"
 
@@ -31,12 +37,12 @@ def bucket_field(bound: float) -> str:
     return "+Inf" if math.isinf(bound) else repr(bound)
 
 
-def record_counted(writes, pairs: Sequence[tuple]) -> None:
-    """Queue the count of ``pairs`` (``(Message, Event)``) with the partition's counters (``CounterWrites``)."""
-    if not pairs:
+def record_counted(writes: "CounterWrites", counted: Sequence["CountedEvent"]) -> None:
+    """Queue the count of ``counted`` with the partition's counters."""
+    if not counted:
         return
     pipe, key = writes.fenced, keys.metrics_counted(writes.partition)
-    counts = Counter((event.type, message.source) for message, event in pairs)
+    counts = Counter((event.type, message.source) for message, event in counted)
     for (kind, source), n in counts.items():
         pipe.hincrby(key, keys.metrics_counted_field(kind, source), n)
     pipe.expire(key, keys.LONG_TTL)

@@ -17,23 +17,24 @@ from collections import Counter
 from collections.abc import Callable
 
 from stats import keys
+from stats.pipeline.registry import CommandQueue, RedisClient
 
 
-def queue_register(pipe, partition: int) -> None:
+def queue_register(pipe: CommandQueue, partition: int) -> None:
     pipe.sadd(keys.partitions(), partition)
     pipe.expire(keys.partitions(), keys.LONG_TTL)
 
 
-def known_partitions(client) -> list[int]:
+def known_partitions(client: RedisClient) -> list[int]:
     return sorted(int(member) for member in client.smembers(keys.partitions()))
 
 
-def queue_new_version(pipe, partition: int) -> None:
+def queue_new_version(pipe: CommandQueue, partition: int) -> None:
     """Queue the write of a new version of ``partition``'s counters, with (in the transaction of) the writes."""
     pipe.set(keys.counters_version(partition), uuid.uuid4().hex, ex=keys.LONG_TTL)
 
 
-def counter_versions(client, partitions: list[int]) -> tuple[bytes | None, ...]:
+def counter_versions(client: RedisClient, partitions: list[int]) -> tuple[bytes | None, ...]:
     """The current version of each of ``partitions``' counters, in one round trip."""
     pipe = client.pipeline(transaction=False)
     for partition in partitions:
@@ -41,7 +42,7 @@ def counter_versions(client, partitions: list[int]) -> tuple[bytes | None, ...]:
     return tuple(pipe.execute()) if partitions else ()
 
 
-def summed_hashes(client, key_of: Callable[[int], str]) -> Counter[str]:
+def summed_hashes(client: RedisClient, key_of: Callable[[int], str]) -> Counter[str]:
     """Field -> the sum of its value over every partition's hash ``key_of(partition)``, in one round trip."""
     partitions = known_partitions(client)
     pipe = client.pipeline(transaction=False)

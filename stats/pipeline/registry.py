@@ -7,7 +7,10 @@ Apps register in ``AppConfig.ready()`` through ``stats.plugins`` (``stats`` its 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
+
+from redis.client import Pipeline, Redis
+from redis.cluster import ClusterPipeline, RedisCluster
 
 from partners.selectors import Lineage
 from stats import keys
@@ -48,6 +51,12 @@ class CommandRecorder(Protocol):
     """A redis-py pipeline, or one that only records its commands (scripts too: ``LuaScript.queue``)."""
 
     def __getattr__(self, name: str) -> Any: ...
+
+
+# A Redis client: one server's, or a Redis Cluster's (``REDIS_CLUSTER=1``).
+RedisClient: TypeAlias = Redis | RedisCluster
+# Where commands are queued: a redis-py pipeline, or one that only records them.
+CommandQueue: TypeAlias = CommandRecorder | Pipeline | ClusterPipeline
 
 
 @dataclass(frozen=True, slots=True)

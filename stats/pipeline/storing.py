@@ -9,33 +9,31 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import TYPE_CHECKING
 
 from django.db import transaction
 
 from cpsproject.common import faults
 from stats.models import DeadLetter
 from stats.pipeline.archive import get_archive
+from stats.pipeline.batch import CountedEvent, ParsedBatch, Partition
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
-from stats.pipeline.registry import Event
-
-if TYPE_CHECKING:
-    from stats.pipeline.batch import Message, ParsedBatch
 
 logger = logging.getLogger(__name__)
 
 
-def _archive(pairs: Sequence[tuple["Message", Event]]) -> None:
-    events = [event for _, event in pairs]
+def _archive(counted: Sequence[CountedEvent]) -> None:
+    events = [c.event for c in counted]
     faults.fail_for(events, point="archive")
     with transaction.atomic():
         get_archive().store(events)
 
 
-def archive_refusals(pairs: list[tuple["Message", Event]], should_stop: Callable[[], bool]) -> list:
-    """Store ``pairs`` in the archive; return the ones it refused on their own, with the error."""
+def archive_refusals(
+    counted: list[CountedEvent], should_stop: Callable[[], bool]
+) -> list[tuple[CountedEvent, BaseException]]:
+    """Store ``counted`` in the archive; return the ones it refused on their own, with the error."""
     return retry_while_unavailable(
-        lambda: isolate_failures(pairs, _archive), what="archive", should_stop=should_stop
+        lambda: isolate_failures(counted, _archive), what="archive", should_stop=should_stop
     )
 
 
@@ -45,7 +43,7 @@ def _archive_worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive")
 
 
-def archive_in_background(parsed: "ParsedBatch", *, should_stop: Callable[[], bool] = lambda: False) -> None:
+def archive_in_background(parsed: ParsedBatch, *, should_stop: Callable[[], bool] = lambda: False) -> None:
     """Start storing the batch's events from the archive's worker thread; ``count_batch`` waits for it.
 
     Batches are archived one after another in the order they are handed over, so a consumer can hand over
@@ -53,6 +51,30 @@ def archive_in_background(parsed: "ParsedBatch", *, should_stop: Callable[[], bo
     before the counters that cover it, whichever batch it belongs to.
     """
     parsed.archiving = _archive_worker().submit(archive_refusals, parsed.all_events(), should_stop)
+
+
+def archive(
+    parsed: ParsedBatch, *, should_stop: Callable[[], bool]
+) -> list[tuple[CountedEvent, BaseException]]:
+    """Store the batch's events in the archive, or wait for the worker that ``archive_in_background`` started;
+    return the events the archive refused on their own, with the error.
+
+    An event the counters set aside after the worker started is archived nowhere: what the worker stored of
+    it is taken back. (A stale partition's events stay: the consumer that owns it now archives the same rows.)
+    """
+    if parsed.archiving is None:
+        return archive_refusals(parsed.all_events(), should_stop)
+    refused = parsed.archiving.result()
+    if taken_back := parsed.set_aside_by_counting:
+        retry_while_unavailable(
+            lambda: get_archive().discard(taken_back), what="archive", should_stop=should_stop
+        )
+    # What the counters set aside is out of the batch already.
+    return [
+        (counted, exc)
+        for counted, exc in refused
+        if counted in parsed.events.get(Partition(counted.message.source, counted.message.partition), ())
+    ]
 
 
 def _store_dead_letters(dead_letters: Sequence[DeadLetter]) -> None:

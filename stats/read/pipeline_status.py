@@ -17,12 +17,10 @@ from django_redis import get_redis_connection
 
 from cpsproject.common import jobruns
 from cpsproject.common.timeutil import day_bounds
-from stats import keys
 from stats.counters import pageviews, uniques
 from stats.models import DeadLetter, ReconcileDrift
-from stats.pipeline import lag, metrics
-from stats.pipeline.ingest import stored_offsets
-from stats.pipeline.partitions import summed_hashes
+from stats.pipeline import dead_letter_counts, lag, metrics
+from stats.pipeline.offsets import stored_offsets
 from stats.read.selectors import outermost_rows
 
 logger = logging.getLogger(__name__)
@@ -114,7 +112,7 @@ def dead_letters_by_reason(*, day: dt.date) -> dict[str, int]:
 
 def dead_letters_counted() -> dict[str, int]:
     """Return every dead letter counted by the consumers so far, by reason (exactly once, from Redis)."""
-    return dict(sorted(summed_hashes(get_redis_connection("default"), keys.dead_letter_counts).items()))
+    return dead_letter_counts.counted(get_redis_connection("default"))
 
 
 def last_reconcile_drift() -> Drift | None:

@@ -25,7 +25,6 @@ from cpsproject.common.timeutil import (
     months_touched,
     stamp_day,
     stamp_minute,
-    stamp_month,
     to_local,
 )
 from partners.models import Partner
@@ -34,6 +33,7 @@ from stats.conf import stats_setting
 from stats.counters import pageviews
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
 from stats.counters.uniques import SELF, TREE, UvDay, union_counts
+from stats.jobs import final_days
 from stats.models import BucketStat, DailyStat
 from stats.pipeline.partitions import counter_versions, known_partitions
 
@@ -100,9 +100,9 @@ def _read_live_buckets(
         return []
     found = pageviews.read_live(get_redis_connection("default"), code, stamps, partitions=partitions)
     return [
-        (start, tree, own, generation)
+        (start, bucket.tree, bucket.own, bucket.generation)
         for start, keys_found in zip(starts, found, strict=True)
-        for tree, own, generation in keys_found
+        for bucket in keys_found
     ]
 
 
@@ -146,8 +146,10 @@ def partner_bucket_series(
 _ONE_DAY = dt.timedelta(days=1)
 
 
-def _fill_final_months(*, partner: Partner, months: list[dt.date], now: dt.datetime) -> dict[dt.date, list]:
-    """Each month's entry of the final-days cache, read from SQL (see ``keys.final_days``)."""
+def _fill_final_months(
+    *, partner: Partner, months: list[dt.date], now: dt.datetime
+) -> dict[dt.date, list[final_days.FinalDay | None]]:
+    """Each month's days for the final-days cache, read from SQL (None: a day that is not final)."""
     last = (months[-1] + dt.timedelta(days=32)).replace(day=1) - dt.timedelta(days=1)
     rows, has_row = {}, set()
     for day, reconciled_at, *numbers in (
@@ -157,18 +159,19 @@ def _fill_final_months(*, partner: Partner, months: list[dt.date], now: dt.datet
     ):
         has_row.add(day)
         if reconciled_at is not None:
-            rows[day] = numbers
+            rows[day] = final_days.FinalDay(*numbers, reconciled=True)
     today = local_day(now)
     entries = {}
     for month in months:
-        entry, day = [], month
+        entry: list[final_days.FinalDay | None] = []
+        day = month
         while day.month == month.month:
             if day in rows:
                 entry.append(rows[day])
             elif day not in has_row and day <= today and not _may_have_redis_keys(day, now):
                 # No event can reach it any more: a reconcile (which bumps the generation) gives it a row, or a
                 # flush that ran more than a day late, which the entry's one-hour TTL bounds.
-                entry.append(0)
+                entry.append(final_days.NO_TRAFFIC)
             else:
                 entry.append(None)
             day += dt.timedelta(days=1)
@@ -177,32 +180,12 @@ def _fill_final_months(*, partner: Partner, months: list[dt.date], now: dt.datet
 
 
 def _final_entries(*, partner: Partner, months: list[dt.date], now: dt.datetime) -> dict[dt.date, bytes]:
-    """Each month's entry of the final-days cache as its JSON bytes, filled from SQL on a miss.
-
-    The cache generation is read in the same round trip as the entries, and a reconcile bumps it after its
-    commit: an entry filled before a recount is never read after it.
-    """
-    client = get_redis_connection("default")
-    generation, *entries = client.mget(
-        [keys.final_days_generation()] + [keys.final_days(partner.pk, stamp_month(month)) for month in months]
-    )
-    tag = b"%d|" % int(generation or 0)
-    found, missing = {}, []
-    for month, entry in zip(months, entries, strict=True):
-        if entry and entry.startswith(tag):
-            found[month] = entry[len(tag) :]
-        else:
-            missing.append(month)
-    if missing:
-        filled = {
-            month: orjson.dumps(entry)
-            for month, entry in _fill_final_months(partner=partner, months=missing, now=now).items()
-        }
-        pipe = client.pipeline(transaction=False)
-        for month, entry in filled.items():
-            pipe.set(keys.final_days(partner.pk, stamp_month(month)), tag + entry, ex=keys.final_days_ttl())
-        pipe.execute()
-        found.update(filled)
+    """Each month's entry of the final-days cache, filled from SQL on a miss (``final_days.decode`` reads it)."""
+    cached = final_days.read(partner_id=partner.pk, months=months)
+    found = cached.found
+    if cached.missing:
+        filled = _fill_final_months(partner=partner, months=cached.missing, now=now)
+        found.update(final_days.store(partner_id=partner.pk, months=filled, generation=cached.generation))
     return found
 
 
@@ -216,10 +199,10 @@ def _final_days(
     final = {}
     for month, entry in _final_entries(partner=partner, months=months_touched(start, end), now=now).items():
         day = month
-        for numbers in orjson.loads(entry):
-            if numbers is not None and start <= day <= end:
-                if numbers:
-                    final[day] = DayNumbers(day, *numbers, True)
+        for cached in final_days.decode(entry):
+            if cached is not None and start <= day <= end:
+                if cached.reconciled:
+                    final[day] = DayNumbers(day, *cached)
                 elif not _may_have_redis_keys(day, now):  # a caller may ask as of an earlier moment
                     final[day] = DayNumbers(day, 0, 0, 0, 0, False)
             day += _ONE_DAY
@@ -267,10 +250,19 @@ def _live_pv(
     return live
 
 
+class _StoredDay(NamedTuple):
+    """One partner-day row as ``_open_days`` reads it."""
+
+    numbers: tuple[int, int, int, int]  # pv, uv, pv_self, uv_self
+    reconciled: bool
+    hll: bytes | None  # read only for days that may still be live
+    hll_self: bytes | None
+
+
 def _stored_rows(
     *, partner: Partner, start: dt.date, end: dt.date, first_live: dt.date
-) -> dict[dt.date, tuple]:
-    """``(numbers, reconciled, (hll, hll_self))`` of each stored day; HyperLogLogs only from ``first_live`` on."""
+) -> dict[dt.date, _StoredDay]:
+    """Each stored day of ``start..end``; HyperLogLogs only from ``first_live`` on."""
     quote, adapt = connection.ops.quote_name, connection.ops.adapt_datefield_value
     date = quote("date")
     rows = _sql(
@@ -280,7 +272,9 @@ def _stored_rows(
         [adapt(first_live), adapt(first_live), partner.pk, adapt(start), adapt(end)],
     )
     return {
-        _as_date(row[0]): (tuple(map(int, row[1:5])), bool(row[5]), (_as_bytes(row[6]), _as_bytes(row[7])))
+        _as_date(row[0]): _StoredDay(
+            tuple(map(int, row[1:5])), bool(row[5]), _as_bytes(row[6]), _as_bytes(row[7])
+        )
         for row in rows
     }
 
@@ -298,14 +292,14 @@ def _as_bytes(value: bytes | memoryview | None) -> bytes | None:
 # result is found again only while no write has touched the counters it was read from (see
 # ``stats.pipeline.partitions``). Reading a day's 288 buckets per partition cost the API most of its CPU, and
 # Redis as much again, on every request.
-_LIVE_DAYS: OrderedDict[tuple, tuple[int, int, int, int]] = OrderedDict()
+_LIVE_DAYS: OrderedDict[tuple, DayNumbers] = OrderedDict()
 _LIVE_DAYS_KEPT = 4096
 
 
 def _live_numbers(
-    *, partner: Partner, days: list[dt.date], now: dt.datetime, stored: dict[dt.date, tuple]
-) -> dict[dt.date, tuple[int, int, int, int]]:
-    """``(pv, uv, pv_self, uv_self)`` of each live day: flushed rows plus what Redis holds."""
+    *, partner: Partner, days: list[dt.date], now: dt.datetime, stored: dict[dt.date, _StoredDay]
+) -> dict[dt.date, DayNumbers]:
+    """Each live day's numbers (not reconciled): flushed rows plus what Redis holds."""
     client = get_redis_connection("default")
     partitions = known_partitions(client)  # once for the versions, the page views and the UV
     versions = counter_versions(client, partitions)
@@ -319,12 +313,12 @@ def _live_numbers(
     pv = _live_pv(partner=partner, days=missing, now=now, partitions=partitions)
     unions = []
     for day in missing:
-        hll, hll_self = stored[day][2] if day in stored else (None, None)
+        hll, hll_self = (stored[day].hll, stored[day].hll_self) if day in stored else (None, None)
         for scope, blob in ((TREE, hll), (SELF, hll_self)):
             unions.append(([blob], [UvDay(partner.code, stamp_day(day), scope)]))
     uv_counts = iter(union_counts(client, unions, partitions=partitions))
     for day in missing:
-        live[day] = (pv[day][0], next(uv_counts), pv[day][1], next(uv_counts))
+        live[day] = DayNumbers(day, pv[day][0], next(uv_counts), pv[day][1], next(uv_counts), False)
         if len(_LIVE_DAYS) >= _LIVE_DAYS_KEPT:
             _LIVE_DAYS.popitem(last=False)  # the oldest entry (atomic, where a threaded server shares it)
         _LIVE_DAYS[(*cache_key, day)] = live[day]
@@ -338,16 +332,17 @@ def _open_days(*, partner: Partner, first: dt.date, end: dt.date, now: dt.dateti
     first_live = next((day for day in all_days if _may_have_redis_keys(day, now)), end + _ONE_DAY)
     stored = _stored_rows(partner=partner, start=first, end=end, first_live=first_live)
     live_days = [
-        day for day in all_days if not (day in stored and stored[day][1]) and _may_have_redis_keys(day, now)
+        day
+        for day in all_days
+        if not (day in stored and stored[day].reconciled) and _may_have_redis_keys(day, now)
     ]
     live = _live_numbers(partner=partner, days=live_days, now=now, stored=stored) if live_days else {}
     days = []
     for day in all_days:
         if day in live:
-            days.append(DayNumbers(day, *live[day], reconciled=False))
+            days.append(live[day])
         elif day in stored:
-            numbers, reconciled, _ = stored[day]
-            days.append(DayNumbers(day, *numbers, reconciled=reconciled))
+            days.append(DayNumbers(day, *stored[day].numbers, reconciled=stored[day].reconciled))
         else:
             days.append(DayNumbers(day, 0, 0, 0, 0, False))
     return days
@@ -395,15 +390,14 @@ def _rendered_month(month: dt.date, entry: bytes) -> _RenderedMonth:
     in place (a reconcile starts a new generation, read with the entry), so a stale rendering cannot be found.
     """
     jsons, pv_before, zeros_before, day = [], [0], [0], month
-    for numbers in orjson.loads(entry):
-        without_traffic = numbers == 0  # a reconciled day is ``[pv, uv, …]``, even all zeros
-        if numbers is None:
+    for cached in final_days.decode(entry):
+        without_traffic = cached is not None and not cached.reconciled  # a reconciled day may be all zeros
+        if cached is None:
             jsons.append(None)
             pv = 0
         else:
-            numbers = numbers or (0, 0, 0, 0)
-            jsons.append(day_json(DayNumbers(day, *numbers, not without_traffic)))
-            pv = numbers[0]
+            jsons.append(day_json(DayNumbers(day, *cached)))
+            pv = cached.pv
         pv_before.append(pv_before[-1] + pv)
         zeros_before.append(zeros_before[-1] + without_traffic)
         day += _ONE_DAY

@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from stats.pipeline import consumer, storing
-from stats.pipeline.consumer import CountingThread, StopFlag
+from stats.pipeline import counting_thread, storing
+from stats.pipeline.counting_thread import CountingThread
+from stats.pipeline.process import StopFlag
 from stats.pipeline.ingest import Message, build_counters, parse_batch, stored_offsets
 from stats.pipeline.isolation import StopRequested
 from tests.factories import archived_event_count, at, create_tree, pv_event
@@ -37,7 +38,7 @@ def test_batches_are_counted_in_order_and_each_partition_ends_at_its_last_offset
 def test_a_batch_queued_behind_one_that_failed_is_not_counted(monkeypatch):
     """Counting the second batch after the first failed would store an offset past the first one's events."""
     create_tree()
-    real_count_batch = consumer.count_batch
+    real_count_batch = counting_thread.count_batch
     calls = []
 
     def first_batch_fails(batch, **kwargs):
@@ -46,7 +47,7 @@ def test_a_batch_queued_behind_one_that_failed_is_not_counted(monkeypatch):
             raise RuntimeError("a bug in counting")
         return real_count_batch(batch, **kwargs)
 
-    monkeypatch.setattr(consumer, "count_batch", first_batch_fails)
+    monkeypatch.setattr(counting_thread, "count_batch", first_batch_fails)
     real_archive = storing._archive
 
     def slow_archive(pairs):
@@ -74,13 +75,13 @@ def test_a_batch_queued_behind_one_that_failed_is_not_counted(monkeypatch):
 
 def test_the_revoke_hook_waits_for_every_batch_handed_over(monkeypatch):
     create_tree()
-    real_count_batch = consumer.count_batch
+    real_count_batch = counting_thread.count_batch
 
     def slow_count_batch(batch, **kwargs):
         time.sleep(0.5)  # the next owner must not read the stored offsets before this batch is in them
         return real_count_batch(batch, **kwargs)
 
-    monkeypatch.setattr(consumer, "count_batch", slow_count_batch)
+    monkeypatch.setattr(counting_thread, "count_batch", slow_count_batch)
     counting = CountingThread(group="gw", stop=StopFlag())
     try:
         counting.start(parsed(range(0, 10)))
