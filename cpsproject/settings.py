@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "partners",
     "stats",
     "loginlog",
+    "conversions",
 ]
 
 MIDDLEWARE = [
@@ -192,6 +193,15 @@ CPS_LOCK_SECONDS = env_int("CPS_LOCK_SECONDS", 120)
 CPS_STATS = {
     "MAX_LATENESS_SECONDS": env_int("CPS_MAX_LATENESS_SECONDS", 7 * 86400),
     "KAFKA_SESSION_TIMEOUT_MS": env_int("CPS_KAFKA_SESSION_TIMEOUT_MS", 10_000),
+}
+
+CPS_CONVERSIONS = {
+    "REPORTING_CURRENCY": os.environ.get("CPS_REPORTING_CURRENCY", "CNY"),
+    "ATTRIBUTION_WINDOW_DAYS": env_int("CPS_ATTRIBUTION_WINDOW_DAYS", 30),
+    "COMMISSION_BP": [int(v) if v.isdigit() else v for v in env_list("CPS_COMMISSION_BP", "500,300,200")],
+    "COMMISSION_SHARES": [
+        int(v) if v.isdigit() else v for v in env_list("CPS_COMMISSION_SHARES", "8000,1500,500")
+    ],
 }
 
 CPS_LOGINS = {

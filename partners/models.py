@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -30,6 +30,10 @@ class Partner(models.Model):
     )
     level = models.PositiveSmallIntegerField(verbose_name=_("level"), default=1, editable=False)
     path = models.CharField(verbose_name=_("path"), max_length=255, db_index=True, editable=False, default="")
+    # Its own commission rate in basis points; empty: its level's default (CPS_COMMISSION_BP).
+    commission_bp = models.PositiveIntegerField(
+        verbose_name=_("commission rate (bp)"), null=True, blank=True, validators=[MaxValueValidator(10_000)]
+    )
     is_active = models.BooleanField(verbose_name=_("active"), default=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)

@@ -1,0 +1,215 @@
+"""Orders, their events, the commission ledger and the monthly statements.
+
+Money is integers in minor units everywhere: ``amount`` fields in the order's own currency (ISO 4217
+exponent), ``*_reporting`` fields and every ledger amount in the reporting currency
+(``conversion_setting("REPORTING_CURRENCY")``). The only decimal is an exchange rate, and the only rounding is
+half up to the reporting currency's minor unit, once per event.
+
+Append-only: an order, its events and its ledger entries are written once and never edited or deleted; a
+refund appends events and entries. Each row carries the Kafka event that produced it (``event_id``,
+``source_event_id``, unique), so a batch read again after a crash adds nothing.
+"""
+
+from django.core.validators import MaxValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from partners.models import Partner
+
+EVENT_ID_LENGTH = 128
+
+
+class ExchangeRate(models.Model):
+    """Units of the reporting currency per unit of ``currency``, from business day ``valid_from`` on."""
+
+    currency = models.CharField(verbose_name=_("currency"), max_length=3)
+    valid_from = models.DateField(verbose_name=_("valid from"))
+    rate = models.DecimalField(verbose_name=_("rate"), max_digits=24, decimal_places=12)
+    imported_at = models.DateTimeField(verbose_name=_("imported at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("exchange rate")
+        verbose_name_plural = _("exchange rates")
+        ordering = ["currency", "-valid_from"]
+        constraints = [models.UniqueConstraint(fields=["currency", "valid_from"], name="rate_once_a_day")]
+
+    def __str__(self) -> str:
+        return f"{self.currency} {self.valid_from}: {self.rate}"
+
+
+class Order(models.Model):
+    """A sale, as its ``paid`` event made it: attribution, chain, rates and amounts fixed at that moment."""
+
+    class Attribution(models.TextChoices):
+        EXPLICIT = "explicit", _("explicit partner")
+        VIEW = "view", _("last partner page view")
+        NONE = "none", _("no partner")
+
+    order_id = models.CharField(verbose_name=_("order id"), max_length=EVENT_ID_LENGTH, unique=True)
+    # The buyer: used to attribute and to count distinct buyers; never leaves the product.
+    openid = models.CharField(verbose_name=_("buyer"), max_length=EVENT_ID_LENGTH)
+    partner = models.ForeignKey(
+        Partner,
+        verbose_name=_("partner"),
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="orders",
+    )
+    # The partner ids from the root down to ``partner`` when the order was attributed (``Partner.path``
+    # then): subtree figures follow the tree of that moment, so a partner moved later does not move old orders.
+    path = models.CharField(verbose_name=_("path"), max_length=255, blank=True, default="", db_index=True)
+    attribution = models.CharField(verbose_name=_("attribution"), max_length=16, choices=Attribution.choices)
+    view_event_id = models.CharField(
+        verbose_name=_("attributing page view"), max_length=EVENT_ID_LENGTH, blank=True, default=""
+    )
+    view_ts = models.DateTimeField(verbose_name=_("page view time"), null=True, blank=True)
+    view_url = models.CharField(verbose_name=_("page view URL"), max_length=2048, blank=True, default="")
+    # The attributed partner's rate and the split over [partner, parent, grandparent], in basis points.
+    commission_bp = models.PositiveIntegerField(
+        verbose_name=_("commission rate (bp)"), default=0, validators=[MaxValueValidator(10_000)]
+    )
+    chain = models.JSONField(verbose_name=_("commission chain"), default=list)
+    currency = models.CharField(verbose_name=_("currency"), max_length=3)
+    amount = models.BigIntegerField(verbose_name=_("amount paid"))
+    rate = models.DecimalField(verbose_name=_("exchange rate"), max_digits=24, decimal_places=12)
+    rate_valid_from = models.DateField(verbose_name=_("rate valid from"))
+    amount_reporting = models.BigIntegerField(verbose_name=_("amount paid, reporting currency"))
+    paid_event_id = models.CharField(verbose_name=_("paid event"), max_length=EVENT_ID_LENGTH, unique=True)
+    paid_at = models.DateTimeField(verbose_name=_("paid at"))
+    paid_date = models.DateField(verbose_name=_("paid on"), db_index=True)  # business day
+    recorded_at = models.DateTimeField(verbose_name=_("recorded at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
+        ordering = ["-paid_at"]
+        indexes = [models.Index(fields=["partner", "paid_date"])]
+
+    def __str__(self) -> str:
+        return self.order_id
+
+
+class OrderEvent(models.Model):
+    """Every counted event of an order: its payment, each refund, a cancellation."""
+
+    class Status(models.TextChoices):
+        PAID = "paid", _("paid")
+        REFUNDED = "refunded", _("refunded")
+        CANCELLED = "cancelled", _("cancelled")
+
+    event_id = models.CharField(verbose_name=_("event id"), max_length=EVENT_ID_LENGTH, unique=True)
+    order = models.ForeignKey(Order, verbose_name=_("order"), on_delete=models.PROTECT, related_name="events")
+    status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices)
+    ts = models.DateTimeField(verbose_name=_("time"))
+    date = models.DateField(verbose_name=_("business day"), db_index=True)
+    # Paid: what was paid; refunded: the part refunded now; cancelled: what was left to refund.
+    amount = models.BigIntegerField(verbose_name=_("amount"))
+    amount_reporting = models.BigIntegerField(verbose_name=_("amount, reporting currency"))
+    recorded_at = models.DateTimeField(verbose_name=_("recorded at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("order event")
+        verbose_name_plural = _("order events")
+        ordering = ["ts", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.status} {self.event_id}"
+
+
+class HeldRefund(models.Model):
+    """A refund or cancellation counted before its order's ``paid`` event: applied when the order arrives."""
+
+    event_id = models.CharField(verbose_name=_("event id"), max_length=EVENT_ID_LENGTH, unique=True)
+    order_id = models.CharField(verbose_name=_("order id"), max_length=EVENT_ID_LENGTH, db_index=True)
+    status = models.CharField(verbose_name=_("status"), max_length=16, choices=OrderEvent.Status.choices)
+    ts = models.DateTimeField(verbose_name=_("time"))
+    amount = models.BigIntegerField(verbose_name=_("amount"))
+    currency = models.CharField(verbose_name=_("currency"), max_length=3)
+    payload = models.TextField(verbose_name=_("event"))
+    received_at = models.DateTimeField(verbose_name=_("received at"), auto_now_add=True)
+    # Set once, never cleared: applied to its order, or given up on after HELD_REFUND_DAYS (a dead letter).
+    applied_at = models.DateTimeField(verbose_name=_("applied at"), null=True, blank=True)
+    expired_at = models.DateTimeField(verbose_name=_("expired at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("held refund")
+        verbose_name_plural = _("held refunds")
+        ordering = ["received_at"]
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.status} {self.event_id}"
+
+
+class LedgerEntry(models.Model):
+    """One partner's part of an order's commission, or a change to it: append-only.
+
+    For every order, each partner's entries add up to its share of the commission of the order's current net.
+    """
+
+    class Reason(models.TextChoices):
+        COMMISSION = "commission", _("commission on a sale")
+        REFUND = "refund", _("refund")
+        CANCELLATION = "cancellation", _("cancellation")
+
+    order = models.ForeignKey(Order, verbose_name=_("order"), on_delete=models.PROTECT, related_name="ledger")
+    partner = models.ForeignKey(
+        Partner, verbose_name=_("partner"), on_delete=models.PROTECT, related_name="ledger_entries"
+    )
+    amount = models.BigIntegerField(verbose_name=_("amount"))  # reporting currency, signed
+    reason = models.CharField(verbose_name=_("reason"), max_length=16, choices=Reason.choices)
+    share_bp = models.PositiveIntegerField(verbose_name=_("share (bp)"))
+    source_event_id = models.CharField(verbose_name=_("source event"), max_length=EVENT_ID_LENGTH)
+    event_ts = models.DateTimeField(verbose_name=_("event time"))
+    event_date = models.DateField(verbose_name=_("event day"))
+    # The event's business day, or the first open day when the event's month was already closed.
+    booked_date = models.DateField(verbose_name=_("booked on"), db_index=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("ledger entry")
+        verbose_name_plural = _("ledger entries")
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source_event_id", "partner"], name="ledger_once_per_event")
+        ]
+        indexes = [models.Index(fields=["partner", "booked_date"])]
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.partner_id} {self.amount}"
+
+
+class MonthClose(models.Model):
+    """A month whose statements are written: no entry is booked into it again."""
+
+    month = models.DateField(verbose_name=_("month"), unique=True)  # its first day
+    closed_at = models.DateTimeField(verbose_name=_("closed at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("closed month")
+        verbose_name_plural = _("closed months")
+        ordering = ["-month"]
+
+    def __str__(self) -> str:
+        return self.month.strftime("%Y-%m")
+
+
+class Statement(models.Model):
+    """What a partner is owed for a closed month: the sum of its ledger entries booked in it."""
+
+    partner = models.ForeignKey(
+        Partner, verbose_name=_("partner"), on_delete=models.PROTECT, related_name="statements"
+    )
+    month = models.DateField(verbose_name=_("month"))  # its first day
+    amount = models.BigIntegerField(verbose_name=_("amount"))
+    rows = models.PositiveIntegerField(verbose_name=_("ledger entries"))
+    closed_at = models.DateTimeField(verbose_name=_("closed at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("statement")
+        verbose_name_plural = _("statements")
+        ordering = ["-month", "partner__code"]
+        constraints = [models.UniqueConstraint(fields=["partner", "month"], name="statement_once_a_month")]
+
+    def __str__(self) -> str:
+        return f"{self.partner_id} {self.month:%Y-%m}"
