@@ -29,7 +29,7 @@ PV and UV (first design document)::
     {P:pN}:uv:index:{yyyyMMdd}           set    the UV keys of that day
     {P:pN}:uv:days                       zset   days that have UV keys, score yyyyMMdd
 
-Final days, a cache of what only a reconcile changes (read.final_days)::
+Final days, a cache of what only a reconcile changes (jobs.final_days)::
 
     {P}:final:gen                    string generation of the cache; reconcile INCRs it after each commit
     {P}:final:{partner_id}:{yyyyMM}  string a month of the partner's final days, tagged with its generation

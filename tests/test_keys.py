@@ -1,6 +1,7 @@
 """Every Redis key of the product, spelled out; and no key built anywhere but in a keys module."""
 
 import ast
+import importlib
 import inspect
 import re
 from collections import Counter
@@ -226,3 +227,16 @@ def test_version1_keys_are_told_apart(settings):
     }
     assert {key: stats_keys.version1_key(key) for key in kind} == kind
     assert stats_keys.version1_moved("{cps}:pv:index") == "{cps:p0.1}:pv:index"
+
+
+def test_every_owner_the_docstring_names_exists():
+    """The docstring names the module that owns each structure: a module moved must take its name along."""
+    owners = set(re.findall(r"\b((?:pipeline|counters|jobs|read)\.\w+)", stats_keys.__doc__))
+    assert len(owners) >= 8
+    missing = []
+    for owner in sorted(owners):
+        try:
+            importlib.import_module(f"stats.{owner}")
+        except ModuleNotFoundError:
+            missing.append(owner)
+    assert missing == []
