@@ -6,9 +6,9 @@ import pytest
 
 from stats.pipeline import counting_thread, storing
 from stats.pipeline.counting_thread import CountingThread
-from stats.pipeline.process import StopFlag
 from stats.pipeline.ingest import Message, build_counters, parse_batch, stored_offsets
 from stats.pipeline.isolation import StopRequested
+from stats.pipeline.process import StopFlag
 from tests.factories import archived_event_count, at, create_tree, pv_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
