@@ -50,9 +50,9 @@ from partners.models import Partner  # noqa: E402
 from partners.services import portal_token_issue  # noqa: E402
 from stats import keys  # noqa: E402
 from stats.counters import pageviews  # noqa: E402
-from stats.counters.pageviews import SELF, TREE, bucket_start, queue_page_views  # noqa: E402
+from stats.counters.pageviews import bucket_start, numbers_of_hash, queue_page_views  # noqa: E402
 from stats.counters.tally import PageViewTally  # noqa: E402
-from stats.counters.uniques import queue_uniques  # noqa: E402
+from stats.counters.uniques import SELF, queue_uniques  # noqa: E402
 from stats.devtools.simulate import simulate_events  # noqa: E402
 from stats.jobs.flush import flush as _flush  # noqa: E402
 from stats.models import DailyStat  # noqa: E402
@@ -295,14 +295,14 @@ def flush_row_by_row(*, budget_seconds: float) -> tuple[int, int, float]:
         start = time.perf_counter()
         with connection.cursor() as cursor:
             for member in members:
-                values = client.hgetall(member)
+                numbers = numbers_of_hash(client.hgetall(member))
                 code, stamp = keys.parse_pv_bucket(member)
                 day = local_day(parse_stamp_minute(stamp))
                 cursor.execute(
                     sql,
                     [
-                        int(values.get(TREE.encode(), 0)),
-                        int(values.get(SELF.encode(), 0)),
+                        numbers.tree,
+                        numbers.own,
                         ids.get(code),
                         day,
                     ],

@@ -64,6 +64,16 @@ def _numbers(line: str) -> BucketNumbers:
     return _new_numbers((int(tree or 0), int(own or 0), int(bot or 0), generation))
 
 
+def numbers_of_hash(fields: dict[bytes, bytes]) -> BucketNumbers:
+    """A bucket's hash as HGETALL returns it (the bench's row-by-row baseline reads buckets that way)."""
+    return BucketNumbers(
+        int(fields.get(b"tree", 0)),
+        int(fields.get(b"self", 0)),
+        int(fields.get(b"bot", 0)),
+        fields.get(b"gen", b"").decode(),
+    )
+
+
 class _Increments:
     """One bucket's increments in a batch, in the order the add script takes them."""
 
