@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from pathlib import Path
 
 from django.conf import settings
@@ -80,7 +81,11 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
     """On every assignment, continue each partition from the offset stored in Redis with the counters.
 
     Before partitions go, the batch being counted is let finish (``before_revoke``), so that the offsets the
-    next owner starts from include it.
+    next owner starts from include it, for ``revoke_wait_seconds`` at most: kafka-python calls this listener on
+    its network loop, heartbeats included, so a longer wait (a batch slowed by a loaded machine or waiting out
+    an outage) would cost this member its session in the middle of the rebalance. A batch that finishes later
+    is harmless: of its apply and the next owner's, whichever comes second finds the stored offset moved on
+    and is dropped as stale.
     """
 
     def __init__(
@@ -89,14 +94,23 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
         *,
         group: str,
         topic: str,
-        before_revoke: Callable[[], None] = lambda: None,
+        before_revoke: Callable[[float], bool] = lambda _seconds: True,
+        revoke_wait_seconds: float = 5.0,
     ):
         self.consumer, self.group, self.topic = consumer, group, topic
-        self.before_revoke = before_revoke
+        self.before_revoke, self.revoke_wait_seconds = before_revoke, revoke_wait_seconds
 
     def on_partitions_revoked(self, revoked) -> None:
-        self.before_revoke()
-        logger.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
+        partitions = sorted(tp.partition for tp in revoked)
+        if not self.before_revoke(self.revoke_wait_seconds):
+            logger.warning(
+                "partitions %s revoked while a batch is still being counted: waited %.1f s (half the session "
+                "timeout; longer would stop the heartbeats); if the next owner counts it too, the second apply "
+                "is dropped as stale",
+                partitions,
+                self.revoke_wait_seconds,
+            )
+        logger.info("partitions revoked: %s", partitions)
 
     def on_partitions_assigned(self, assigned) -> None:
         stored = stored_offsets(group=self.group, source=self.topic)
@@ -333,10 +347,12 @@ class CountingThread:
             done.append(self.pending.popleft())
         return done
 
-    def wait(self) -> None:
-        """Wait until every batch handed over is counted (``drain`` or ``start`` hands over the results)."""
-        for counting in self.pending:
-            counting.exception()
+    def wait(self, seconds: float | None = None) -> bool:
+        """Wait until every batch handed over is counted, or ``seconds``; return whether they all are.
+
+        ``drain`` or ``start`` hands over the results.
+        """
+        return not wait_for_futures(self.pending, timeout=seconds).not_done
 
     def drain(self) -> list[Future[BatchResult]]:
         """Wait for every batch handed over and return them, in poll order."""
@@ -373,7 +389,14 @@ def _open_consumer(*, group: str, topic: str, batch_size: int, counting: Countin
     )
     decode_records_compiled(consumer)
     consumer.subscribe(
-        [topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic, before_revoke=counting.wait)
+        [topic],
+        listener=SeekToStoredOffsets(
+            consumer,
+            group=group,
+            topic=topic,
+            before_revoke=counting.wait,
+            revoke_wait_seconds=session_ms / 2000,
+        ),
     )
     return consumer
 
