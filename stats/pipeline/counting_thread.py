@@ -2,6 +2,7 @@
 
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 
 from stats.pipeline.batch import ParsedBatch
 from stats.pipeline.ingest import BatchResult, count_batch
@@ -63,10 +64,12 @@ class CountingThread:
             done.append(self.pending.popleft())
         return done
 
-    def wait(self) -> None:
-        """Wait until every batch handed over is counted (``drain`` or ``start`` hands over the results)."""
-        for counting in self.pending:
-            counting.exception()
+    def wait(self, seconds: float | None = None) -> bool:
+        """Wait until every batch handed over is counted, or ``seconds``; return whether they all are.
+
+        ``drain`` or ``start`` hands over the results.
+        """
+        return not wait_for_futures(self.pending, timeout=seconds).not_done
 
     def drain(self) -> list[Future[BatchResult]]:
         """Wait for every batch handed over and return them, in poll order."""

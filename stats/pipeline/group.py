@@ -41,7 +41,11 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
     """On every assignment, continue each partition from the offset stored in Redis with the counters.
 
     Before partitions go, the batch being counted is let finish (``before_revoke``), so that the offsets the
-    next owner starts from include it.
+    next owner starts from include it, for ``revoke_wait_seconds`` at most: kafka-python calls this listener on
+    its network loop, heartbeats included, so a longer wait (a batch slowed by a loaded machine or waiting out
+    an outage) would cost this member its session in the middle of the rebalance. A batch that finishes later
+    is harmless: of its apply and the next owner's, whichever comes second finds the stored offset moved on
+    and is dropped as stale.
     """
 
     def __init__(
@@ -50,14 +54,23 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
         *,
         group: str,
         topic: str,
-        before_revoke: Callable[[], None] = lambda: None,
+        before_revoke: Callable[[float], bool] = lambda _seconds: True,
+        revoke_wait_seconds: float = 5.0,
     ):
         self.consumer, self.group, self.topic = consumer, group, topic
-        self.before_revoke = before_revoke
+        self.before_revoke, self.revoke_wait_seconds = before_revoke, revoke_wait_seconds
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self.before_revoke()
-        logger.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
+        partitions = sorted(tp.partition for tp in revoked)
+        if not self.before_revoke(self.revoke_wait_seconds):
+            logger.warning(
+                "partitions %s revoked while a batch is still being counted: waited %.1f s (half the session "
+                "timeout; longer would stop the heartbeats); if the next owner counts it too, the second apply "
+                "is dropped as stale",
+                partitions,
+                self.revoke_wait_seconds,
+            )
+        logger.info("partitions revoked: %s", partitions)
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         stored = stored_offsets(group=self.group, source=self.topic)
@@ -72,10 +85,10 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
 
 
 def open_consumer(
-    *, group: str, topic: str, batch_size: int, before_revoke: Callable[[], None]
+    *, group: str, topic: str, batch_size: int, before_revoke: Callable[[float], bool]
 ) -> KafkaConsumer:
     """A consumer subscribed to ``topic`` in ``group``, decoding with ``record_decoding``, every wait bounded;
-    ``before_revoke`` runs before partitions go."""
+    ``before_revoke(seconds)`` runs before partitions go, for half the session timeout at most."""
     session_ms = stats_setting("KAFKA_SESSION_TIMEOUT_MS")
     consumer = KafkaConsumer(
         bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
@@ -99,7 +112,14 @@ def open_consumer(
     )
     decode_records_compiled(consumer)
     consumer.subscribe(
-        [topic], listener=SeekToStoredOffsets(consumer, group=group, topic=topic, before_revoke=before_revoke)
+        [topic],
+        listener=SeekToStoredOffsets(
+            consumer,
+            group=group,
+            topic=topic,
+            before_revoke=before_revoke,
+            revoke_wait_seconds=session_ms / 2000,
+        ),
     )
     return consumer
 

@@ -22,12 +22,35 @@ from tests.conftest import ROOT, free_port, subprocess_env
 log = logging.getLogger("reliability")
 
 
+# What a batch may cost a consumer of this suite at worst, on a 2-core machine other work keeps busy: a second
+# for its round trips (fetch, archive, Redis, commit) and a millisecond an event for parsing and counting, on
+# top of any sleep the scenario injects. A quiet machine does it four to ten times faster.
+BATCH_SECONDS = 1.0
+EVENT_SECONDS = 0.001
+# Starting ``manage.py``, joining the group (the broker answers a join after half a session) and a rebalance.
+START_SECONDS = 60.0
+
+
+def counting_seconds(events: int, *, batch: int, sleep: float = 0.0) -> float:
+    """Return the longest a consumer may take to count ``events`` in batches of ``batch``, each sleeping ``sleep``."""
+    batches = -(-max(events, 0) // batch)
+    return batches * (sleep + BATCH_SECONDS + batch * EVENT_SECONDS)
+
+
+def patience(events: int, *, batch: int, sleep: float = 0.0, more: float = 0.0) -> float:
+    """Return how long to wait for a consumer to count ``events``: it grows with them, so a long run waits longer.
+
+    ``more`` adds what the scenario itself takes beyond starting and counting (session timeouts, an idle limit).
+    """
+    return START_SECONDS + counting_seconds(events, batch=batch, sleep=sleep) + more
+
+
 def wait_until(condition: Callable[[], bool], *, seconds: float, what: str, every: float = 0.1) -> float:
     """Wait for ``condition``; return the seconds it took, or fail naming ``what``."""
     began = time.monotonic()
     deadline = began + seconds
     while not condition():
-        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        assert time.monotonic() < deadline, f"waited {seconds:.0f} s for {what}"
         time.sleep(every)
     return time.monotonic() - began
 
@@ -60,7 +83,7 @@ class Child:
         except subprocess.TimeoutExpired as exc:
             self.kill()
             tail = self.stderr()[-3000:]
-            raise AssertionError(f"{self.name} still running after {seconds} s; stderr:\n{tail}") from exc
+            raise AssertionError(f"{self.name} still running after {seconds:.0f} s; stderr:\n{tail}") from exc
 
     def kill(self) -> None:
         if self.alive():

@@ -26,12 +26,13 @@ from tests.reliability.flow import (
     produce,
     todays_traffic,
 )
-from tests.reliability.procs import Children, wait_until
+from tests.reliability.procs import Children, patience, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
 
 DOWN_SECONDS = 4
+SLEEP = 0.2
 
 
 def test_broker_restarted_mid_stream_the_consumer_reconnects_and_resumes_from_stored_offsets(
@@ -49,9 +50,11 @@ def test_broker_restarted_mid_stream_the_consumer_reconnects_and_resumes_from_st
     produce(private_broker.address, settings.KAFKA_TOPIC, values)
     children = Children(settings, tmp_path)
     try:
-        consumer = children.start("consume", "--batch-size", "300", CPS_FAULT_SLEEP="after_archive:0.2")
+        consumer = children.start("consume", "--batch-size", "300", CPS_FAULT_SLEEP=f"after_archive:{SLEEP}")
         wait_until(
-            lambda: counted_in_redis(settings) >= len(values) // 5, seconds=180, what="a fifth of the stream"
+            lambda: counted_in_redis(settings) >= len(values) // 5,
+            seconds=patience(len(values) // 5, batch=300, sleep=SLEEP),
+            what="a fifth of the stream",
         )
         private_broker.stop()
         at_stop = counted_in_redis(settings)
@@ -75,7 +78,8 @@ def test_broker_restarted_mid_stream_the_consumer_reconnects_and_resumes_from_st
         assert at_stop < len(values), "the stream ended before the restart: make it longer"
         took = wait_until(
             lambda: counted_in_redis(settings) >= len(values) or not consumer.alive(),
-            seconds=300,
+            # Reconnecting with backoff and rejoining come on top of the counting.
+            seconds=patience(len(values) - at_stop, batch=300, sleep=SLEEP, more=60),
             what="the consumer to count the rest after the restart",
         )
         assert consumer.alive(), consumer.stderr()[-3000:]

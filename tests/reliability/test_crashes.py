@@ -19,7 +19,7 @@ from tests.reliability.flow import (
     produce,
     todays_traffic,
 )
-from tests.reliability.procs import wait_until
+from tests.reliability.procs import patience, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
@@ -47,7 +47,8 @@ def test_consumer_killed_at_random_points_counts_every_event_once(kafka_settings
             child = children.start(
                 "consume", "--batch-size", "300", "--exit-when-idle", "3", CPS_FAULT_KILL=fault
             )
-            code = child.wait(180)
+            # Killed a few batches in, or, if the point is not reached that often, after counting the rest.
+            code = child.wait(patience(len(values) - before, batch=300, more=3))
             how = f"fault point {fault}"
             if code != -signal.SIGKILL:
                 # The topic ran dry before the point was reached n times: no kill this round.
@@ -63,7 +64,7 @@ def test_consumer_killed_at_random_points_counts_every_event_once(kafka_settings
                 lambda target=target, child=child: (
                     counted_in_redis(kafka_settings) >= target or not child.alive()
                 ),
-                seconds=120,
+                seconds=patience(target - before, batch=300),
                 what="the consumer to count a few batches",
                 every=0.005,
             )
@@ -82,7 +83,10 @@ def test_consumer_killed_at_random_points_counts_every_event_once(kafka_settings
             len(values),
         )
 
-    final = children.run("consume", "--batch-size", "1000", "--exit-when-idle", "3", seconds=300)
+    rest = len(values) - counted_in_redis(kafka_settings)
+    final = children.run(
+        "consume", "--batch-size", "1000", "--exit-when-idle", "3", seconds=patience(rest, batch=1000, more=3)
+    )
     assert final.process.returncode == 0, final.stderr()[-3000:]
     assert counted_in_redis(kafka_settings) == len(values)
     assert kills >= min(3, sizes.crash_kills)

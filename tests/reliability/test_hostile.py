@@ -19,6 +19,7 @@ from stats.models import DeadLetter
 from tests.factories import create_staff, create_tree, pv_event
 from tests.hostile import hostile_kinds
 from tests.reliability.flow import dead_letters_by_reason, flushed, reported_count
+from tests.reliability.procs import patience
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
@@ -93,7 +94,15 @@ def test_hostile_corpus_is_dead_lettered_with_its_reasons_and_the_admin_escapes_
     producer.flush(timeout=120)
     producer.close()
 
-    run = children.run("consume", "--batch-size", "500", "--exit-when-idle", "3", seconds=600)
+    # Megabyte payloads take their bytes' time on top of the per-batch cost.
+    run = children.run(
+        "consume",
+        "--batch-size",
+        "500",
+        "--exit-when-idle",
+        "3",
+        seconds=patience(len(corpus) + len(good), batch=500, more=3 + 5 * MEGABYTE_PAYLOADS),
+    )
     assert run.process.returncode == 0, run.stderr()[-3000:]
     assert "Traceback" not in run.stderr()
     assert reported_count(run.stdout()) == len(good)

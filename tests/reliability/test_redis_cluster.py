@@ -32,7 +32,7 @@ from stats.devtools.redis_cluster import LocalCluster
 from stats.read.selectors import partner_days
 from tests.factories import create_tree
 from tests.reliability.flow import assert_counted_exactly, counted_in_redis, produce, todays_traffic
-from tests.reliability.procs import Child, wait_until
+from tests.reliability.procs import Child, patience, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
@@ -107,7 +107,13 @@ def test_consume_and_flush_on_a_cluster_through_any_node_count_exactly(kafka_set
     produce(kafka_settings.KAFKA_BOOTSTRAP_SERVERS, kafka_settings.KAFKA_TOPIC, values)
 
     consumer = children.run(
-        "consume", "--batch-size", "500", "--exit-when-idle", "3", seconds=120, **cluster_env(on_cluster)
+        "consume",
+        "--batch-size",
+        "500",
+        "--exit-when-idle",
+        "3",
+        seconds=patience(len(values), batch=500, more=3),
+        **cluster_env(on_cluster),
     )
     assert consumer.process.returncode == 0, consumer.stderr()[-3000:]
     assert counted_in_redis(kafka_settings) == len(values)
@@ -117,9 +123,15 @@ def test_consume_and_flush_on_a_cluster_through_any_node_count_exactly(kafka_set
     assert_counted_exactly(truth, day=day, produced=len(values), do_flush=False)
 
 
+BATCH, SLEEP = 300, 0.3
+
+
 def _wait_for_progress(settings, consumer: Child, *, past: int, what: str) -> int:
+    """Wait for the consumer to count past ``past`` (a fault's recovery and a batch, or up to ``past`` at first)."""
     wait_until(
-        lambda: counted(settings) > past or not consumer.alive(), seconds=60, what=f"the consumer to {what}"
+        lambda: counted(settings) > past or not consumer.alive(),
+        seconds=patience(max(past - counted(settings), BATCH), batch=BATCH, sleep=SLEEP),
+        what=f"the consumer to {what}",
     )
     assert consumer.alive(), consumer.stderr()[-3000:]
     return counted(settings)
@@ -134,7 +146,11 @@ def test_consume_survives_a_resharding_a_failover_and_a_killed_master_and_counts
     prefix = kafka_settings.CPS_REDIS_PREFIX
     # Slow batches, so the stream outlasts the three faults.
     consumer = children.start(
-        "consume", "--batch-size", "300", CPS_FAULT_SLEEP="after_archive:0.3", **cluster_env(on_cluster)
+        "consume",
+        "--batch-size",
+        str(BATCH),
+        CPS_FAULT_SLEEP=f"after_archive:{SLEEP}",
+        **cluster_env(on_cluster),
     )
     at = _wait_for_progress(kafka_settings, consumer, past=len(values) // 10, what="count a tenth")
 
@@ -184,8 +200,8 @@ def test_consume_survives_a_resharding_a_failover_and_a_killed_master_and_counts
 
     wait_until(
         lambda: counted(kafka_settings) >= len(values) or not consumer.alive(),
-        seconds=120,
-        what="the consumer to count the rest",
+        seconds=patience(len(values) - max(at, 0), batch=BATCH, sleep=SLEEP),
+        what=f"the consumer to count the rest ({len(values) - at} events)",
     )
     assert consumer.alive(), consumer.stderr()[-3000:]
     assert consumer.terminate() == 0, consumer.stderr()[-3000:]

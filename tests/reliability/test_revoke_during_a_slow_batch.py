@@ -1,0 +1,52 @@
+"""A rebalance while a consumer counts a batch slower than its session timeout.
+
+Before partitions go, a consumer lets the batch in hand finish, so the next owner starts after it. kafka-python
+runs that wait on its network loop, heartbeats included: waiting out a batch longer than the session timeout
+would cost the member its session in the middle of the rebalance. The wait is bounded by half the session
+timeout; a batch that finishes later is harmless (the next owner's batch or this one is refused as stale).
+"""
+
+import logging
+import re
+import time
+
+import pytest
+
+from tests.conftest import KAFKA_SESSION_TIMEOUT_MS
+from tests.factories import create_tree
+from tests.reliability.flow import assert_counted_exactly, counted_in_redis, produce, todays_traffic
+from tests.reliability.procs import patience, wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
+log = logging.getLogger("reliability")
+
+SESSION_SECONDS = KAFKA_SESSION_TIMEOUT_MS / 1000
+SLOW = SESSION_SECONDS + 4  # each of A's batches sleeps past the session timeout
+LISTENER_TOOK = re.compile(r"on_partitions_revoked for group \S+ took ([\d.]+)s")
+
+
+def test_a_member_counting_a_batch_longer_than_its_session_keeps_it_through_a_rebalance(
+    kafka_settings, children
+):
+    create_tree()
+    values, truth, day = todays_traffic(events=1500, users=300, seed=33, bad_share=0)
+    produce(kafka_settings.KAFKA_BOOTSTRAP_SERVERS, kafka_settings.KAFKA_TOPIC, values)
+    a = children.start(
+        "consume", "--batch-size", "100", "--exit-when-idle", "5", CPS_FAULT_SLEEP=f"after_archive:{SLOW}"
+    )
+    wait_until(
+        lambda: counted_in_redis(kafka_settings) > 0,
+        seconds=patience(100, batch=100, sleep=SLOW),
+        what="A to count",
+    )
+    time.sleep(1)  # A is inside its next batch's sleep
+    b = children.start("consume", "--batch-size", "100", "--exit-when-idle", "5")
+    assert b.wait(patience(len(values), batch=100, more=SLOW + 2 * SESSION_SECONDS)) == 0, b.stderr()[-3000:]
+    assert a.wait(patience(100, batch=100, sleep=SLOW, more=2 * SESSION_SECONDS)) == 0, a.stderr()[-3000:]
+    # kafka-python times each listener call and logs those past a second.
+    waits = [float(s) for s in LISTENER_TOOK.findall(a.stderr())]
+    log.info("slow batch: A's revoke listener took %s s (session timeout %.0f s)", waits, SESSION_SECONDS)
+    assert "revoked while a batch is still being counted: waited 3.0 s" in a.stderr()
+    assert all(wait < SESSION_SECONDS for wait in waits), a.stderr()[-3000:]
+    assert counted_in_redis(kafka_settings) == len(values)
+    assert_counted_exactly(truth, day=day, produced=len(values))
