@@ -43,7 +43,7 @@ def test_after_a_crash_part_way_the_second_run_makes_the_api_read_the_whole_day(
     create_tree()
     offsets, first_bucket, _ = write_version_1(redis_client, redis_prefix)
     # A run that died after moving the offsets (which registers partition 0) and the 12:00 bucket.
-    layout._move_offsets(redis_client, offsets, keys.version1_suffix(offsets).removeprefix("offsets:"))
+    layout._move_offsets(redis_client, offsets, group="g", topic="test-topic")
     layout._move(redis_client, first_bucket, keys.version1_moved(first_bucket))
     assert pv_of_b_today() == 2  # the 12:05 bucket still sits under its old name
     assert layout.upgrade_layout() > 0
