@@ -40,7 +40,7 @@ from conversions.selectors import (
 from conversions.serializers import ConversionsQuery, OrdersQuery, StatementsQuery
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
 from cpsproject.common.params import Pagination, error_responses, query
-from cpsproject.common.timeutil import local_day
+from cpsproject.common.timeutil import local_day, to_local
 from partners.permissions import IsStaffOrPortal, get_visible_partner, portal_partner
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
@@ -219,7 +219,7 @@ def _order_row(order: Order) -> dict:
         "order_id": order.order_id,
         "partner": order.partner.code if order.partner else None,
         "status": order.status,
-        "paid_at": order.paid_at.isoformat(),
+        "paid_at": to_local(order.paid_at).isoformat(),
         "currency": order.currency,
         "amount": order.amount,
         "refunded": order.refunded,
@@ -277,7 +277,7 @@ def _statement_row(statement: Statement) -> dict:
         "month": statement.month.strftime("%Y-%m"),
         "amount": statement.amount,
         "rows": statement.rows,
-        "closed_at": statement.closed_at.isoformat(),
+        "closed_at": to_local(statement.closed_at).isoformat(),
     }
 
 
@@ -287,7 +287,7 @@ def _entry_row(entry: LedgerEntry) -> dict:
         "amount": entry.amount,
         "reason": entry.reason,
         "share_bp": entry.share_bp,
-        "event_ts": entry.event_ts.isoformat(),
+        "event_ts": to_local(entry.event_ts).isoformat(),
         "event_date": entry.event_date.isoformat(),
         "booked_date": entry.booked_date.isoformat(),
     }

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission
 
 from conversions.models import Statement
 from conversions.statements import close_month
+from cpsproject.common.timeutil import to_local
 from partners.services import partner_move
 from stats.jobs.flush import flush
 from tests.conversions.builders import ledger, make_order, refund
@@ -180,7 +181,7 @@ def test_orders_list_with_money_and_status(scenario):
         "order_id": "SO-2",
         "partner": "A1a",
         "status": "partly_refunded",
-        "paid_at": "2026-11-21T15:59:59+00:00",
+        "paid_at": "2026-11-21T23:59:59+08:00",  # business time, as every time the API shows
         "currency": "USD",
         "amount": 1_500,
         "refunded": 500,
@@ -232,7 +233,7 @@ def test_statements_list_the_closed_months_and_their_entries(scenario):
     body = client.get("/api/v1/partners/A1/statements/").json()
     statement = Statement.objects.get(partner__code="A1")
     assert body == [
-        {"month": "2026-11", "amount": 337, "rows": 4, "closed_at": statement.closed_at.isoformat()}
+        {"month": "2026-11", "amount": 337, "rows": 4, "closed_at": to_local(statement.closed_at).isoformat()}
     ]
     entries = client.get("/api/v1/partners/A1/statements/?month=2026-11").json()
     assert entries["count"] == 4
