@@ -119,7 +119,9 @@ _ORDER_FIELDS = {
         help_text="Refunded so far, in minor units of the order's currency."
     ),
     "amount_reporting": serializers.IntegerField(help_text=f"Paid, at the order's exchange rate. {_MONEY}"),
-    "commission": serializers.IntegerField(help_text=f"The order's commission now, all shares. {_MONEY}"),
+    "commission": serializers.IntegerField(
+        help_text=f"The order's commission now: all its shares (a portal: its subtree's shares). {_MONEY}"
+    ),
 }
 
 
@@ -249,6 +251,7 @@ def orders(request: Request) -> Response | HttpResponseBase:
         start=params["start"],
         end=params["end"],
         status=params.get("status"),
+        earners=None if request.user.is_staff else portal_partner(request.user),
     )
     if _wants_csv(request):
         rows = (_order_row(order).values() for order in listed.iterator(chunk_size=1000))

@@ -195,13 +195,20 @@ def _sum_of(queryset: QuerySet, field: str) -> Coalesce:
     return Coalesce(Subquery(total), 0)
 
 
-def orders_with_money(queryset: QuerySet[Order]) -> QuerySet[Order]:
-    """``queryset`` with each order's ``refunded`` (its currency), ``commission`` (all its ledger entries, in
-    the reporting currency) and ``status``; subqueries, so that one order stays one row."""
+def orders_with_money(queryset: QuerySet[Order], *, earners: Partner | None = None) -> QuerySet[Order]:
+    """``queryset`` with each order's ``refunded`` (its currency), ``commission`` and ``status``.
+
+    ``commission`` sums the order's ledger entries (reporting currency): all of them, or with ``earners`` only
+    those of that partner's subtree (a portal reads nothing of the partners above it). Subqueries, so that one
+    order stays one row.
+    """
     events = OrderEvent.objects.filter(order=OuterRef("pk"))
+    entries = LedgerEntry.objects.filter(order=OuterRef("pk"))
+    if earners is not None:
+        entries = entries.filter(partner__path__startswith=earners.path)
     return queryset.annotate(
         refunded=_sum_of(events.filter(status__in=REVERSALS), "amount"),
-        commission=_sum_of(LedgerEntry.objects.filter(order=OuterRef("pk")), "amount"),
+        commission=_sum_of(entries, "amount"),
         cancelled=Exists(events.filter(status=OrderEvent.Status.CANCELLED)),
     ).annotate(
         status=Case(
@@ -215,10 +222,15 @@ def orders_with_money(queryset: QuerySet[Order]) -> QuerySet[Order]:
 
 
 def order_list(
-    *, visible: QuerySet[Order], start: dt.date, end: dt.date, status: str | None = None
+    *,
+    visible: QuerySet[Order],
+    start: dt.date,
+    end: dt.date,
+    status: str | None = None,
+    earners: Partner | None = None,
 ) -> QuerySet[Order]:
     """The orders of ``visible`` paid from ``start`` to ``end``, newest first, with their money."""
-    orders = orders_with_money(visible.filter(paid_date__gte=start, paid_date__lte=end))
+    orders = orders_with_money(visible.filter(paid_date__gte=start, paid_date__lte=end), earners=earners)
     if status:
         orders = orders.filter(status=status)
     return orders.select_related("partner").order_by("-paid_at", "-id")

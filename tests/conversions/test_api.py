@@ -220,6 +220,8 @@ def test_a_portal_sees_its_subtree_only_and_never_an_openid(scenario):
     assert outside.status_code == unknown.status_code == 404 and outside.content == unknown.content
     listed = client.get("/api/v1/orders/?start=2026-11-19&end=2026-11-22")
     assert [r["order_id"] for r in listed.json()["results"]] == ["SO-3", "SO-2", "SO-1", "SO-5"]
+    # SO-1's commission is 475 for staff; A's 75 is outside A1's subtree: the portal reads its own 400.
+    assert [r["commission"] for r in listed.json()["results"]] == [16, 57, 400, -120]
     assert b"o-" not in listed.content
     assert (
         client.get("/api/v1/orders/?partner=A2").content == client.get("/api/v1/orders/?partner=NOPE").content
