@@ -199,7 +199,7 @@ def partner_conversions(request: Request, code: str) -> Response | HttpResponseB
         {
             "partner": partner.code,
             "currency": conversion_setting("REPORTING_CURRENCY"),
-            "days": [{"date": d.date.isoformat(), **_figures(d), "reconciled": d.reconciled} for d in days],
+            "days": [{"date": str(d.date), **_figures(d), "reconciled": d.reconciled} for d in days],
             "total": _figures(total),
         }
     )
@@ -213,7 +213,8 @@ def _visible_orders(request: Request, code: str | None) -> QuerySet[Order]:
         return subtree_orders(get_visible_partner(request.user, code))
     if request.user.is_staff:
         return Order.objects.all()
-    return subtree_orders(portal_partner(request.user))
+    scope = portal_partner(request.user)
+    return subtree_orders(scope) if scope is not None else Order.objects.none()
 
 
 def _order_row(order: Order) -> dict:
@@ -254,7 +255,7 @@ def orders(request: Request) -> Response | HttpResponseBase:
         earners=None if request.user.is_staff else portal_partner(request.user),
     )
     if _wants_csv(request):
-        rows = (_order_row(order).values() for order in listed.iterator(chunk_size=1000))
+        rows = (list(_order_row(order).values()) for order in listed.iterator(chunk_size=1000))
         return csv_response(
             rows, header=ORDER_HEADER, filename=f"orders-{params['start']}-{params['end']}.csv"
         )

@@ -117,7 +117,10 @@ def _read_rows(text: str) -> tuple[list[RateRow], list[str]]:
                 break
             if any(cell.strip() for cell in cells):
                 parsed = _parse_row(line, cells)
-                (errors.append if isinstance(parsed, str) else rows.append)(parsed)
+                if isinstance(parsed, str):
+                    errors.append(parsed)
+                else:
+                    rows.append(parsed)
     except csv.Error as exc:
         errors.append(f"line {reader.line_num}: not valid CSV ({exc})")
     return rows, errors

@@ -83,7 +83,7 @@ def _order_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.da
         )
         .order_by()
     )
-    return {row.pop("paid_date"): row for row in rows}
+    return {row["paid_date"]: dict(row) for row in rows}
 
 
 def _refund_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, tuple[int, int]]:
