@@ -125,11 +125,17 @@ class PartnerAdmin(admin.ModelAdmin):
     def save_model(self, request, obj: Partner, form, change: bool) -> None:
         # Level and path of the whole subtree depend on the parent: the services keep them right.
         if not change:
-            created = partner_create(code=obj.code, name=obj.name, parent=obj.parent, is_active=obj.is_active)
+            created = partner_create(
+                code=obj.code,
+                name=obj.name,
+                parent=obj.parent,
+                is_active=obj.is_active,
+                commission_bp=obj.commission_bp,
+            )
             obj.pk, obj.path, obj.level = created.pk, created.path, created.level
             return
         parent_changed = "parent" in form.changed_data
-        obj.save(update_fields=["code", "name", "is_active", "updated_at"])
+        obj.save(update_fields=["code", "name", "is_active", "commission_bp", "updated_at"])
         if parent_changed:
             partner_move(partner=obj, new_parent=obj.parent)
 

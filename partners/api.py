@@ -29,7 +29,8 @@ from partners.serializers import PartnerListQuery, PartnerSerializer
     ),
     create=extend_schema(
         summary="Create a partner (staff with partners.add_partner)",
-        description="400 for a fourth level, a cycle or a duplicate code; 403 for a portal token, whatever it sends.",
+        description="400 for a fourth level, a cycle, a duplicate code or a commission_bp outside 0-10000; 403 for "
+        "a portal token, whatever it sends.",
         responses={201: PartnerSerializer, **error_responses(400)},
     ),
 )

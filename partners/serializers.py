@@ -24,7 +24,7 @@ class PartnerSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Partner
-        fields = ["code", "name", "parent", "level", "is_active"]
+        fields = ["code", "name", "parent", "level", "is_active", "commission_bp"]
         read_only_fields = ["level", "is_active"]
         # Django's own wording ("具有 代码 的 导流商 已存在") reads badly in Chinese.
         extra_kwargs = {
@@ -33,7 +33,13 @@ class PartnerSerializer(serializers.ModelSerializer):
                     CODE_VALIDATOR,
                     UniqueValidator(queryset=Partner.objects.all(), message=DUPLICATE_CODE),
                 ]
-            }
+            },
+            "commission_bp": {
+                "min_value": 0,
+                "max_value": 10_000,
+                "help_text": "The partner's own commission rate in basis points (0-10000); null: its level's "
+                "default (CPS_COMMISSION_BP).",
+            },
         }
 
     def to_representation(self, instance: Partner) -> dict:
@@ -48,7 +54,10 @@ class PartnerSerializer(serializers.ModelSerializer):
     def create(self, validated_data: dict) -> Partner:
         try:
             return partner_create(
-                code=validated_data["code"], name=validated_data["name"], parent=validated_data.get("parent")
+                code=validated_data["code"],
+                name=validated_data["name"],
+                parent=validated_data.get("parent"),
+                commission_bp=validated_data.get("commission_bp"),
             )
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc

@@ -21,9 +21,20 @@ def _path_of(*, parent: Partner | None, pk: int) -> str:
 
 
 @transaction.atomic
-def partner_create(*, code: str, name: str, parent: Partner | None = None, is_active: bool = True) -> Partner:
-    """Create a partner under ``parent``; raise ``ValidationError`` for a duplicate code or a 4th level."""
-    partner = Partner(code=code, name=name, parent=parent, is_active=is_active)
+def partner_create(
+    *,
+    code: str,
+    name: str,
+    parent: Partner | None = None,
+    is_active: bool = True,
+    commission_bp: int | None = None,
+) -> Partner:
+    """Create a partner under ``parent``; raise ``ValidationError`` for a duplicate code or a 4th level.
+
+    ``commission_bp`` is the partner's own commission rate (0..10000 basis points, else ``ValidationError``);
+    None leaves it at its level's default.
+    """
+    partner = Partner(code=code, name=name, parent=parent, is_active=is_active, commission_bp=commission_bp)
     partner.level = parent.level + 1 if parent else 1
     partner.full_clean(exclude=["path", "level"])
     partner.save()
@@ -82,6 +93,7 @@ class ImportRow:
     code: str
     name: str
     parent: str
+    commission_bp: str = ""
 
 
 class PartnerImportError(Exception):
@@ -93,6 +105,8 @@ class PartnerImportError(Exception):
 
 
 EXPECTED_HEADER = ["code", "name", "parent"]
+# The optional fourth column: the partner's own commission rate in basis points; empty for its level's default.
+COMMISSION_COLUMN = "commission_bp"
 
 
 def _read_rows(text: str) -> tuple[list[ImportRow], list[str]]:
@@ -106,8 +120,10 @@ def _read_rows(text: str) -> tuple[list[ImportRow], list[str]]:
         header = next(reader, None)
     except csv.Error as exc:
         return [], [_malformed(text, 1, exc)]
-    if header is None or [h.strip().lower() for h in header] != EXPECTED_HEADER:
-        return [], [f"line 1: the header must be {','.join(EXPECTED_HEADER)}, not {','.join(header or [])!r}"]
+    columns = [h.strip().lower() for h in header or []]
+    if columns not in (EXPECTED_HEADER, [*EXPECTED_HEADER, COMMISSION_COLUMN]):
+        expected = f"{','.join(EXPECTED_HEADER)}[,{COMMISSION_COLUMN}]"
+        return [], [f"line 1: the header must be {expected}, not {','.join(header or [])!r}"]
     rows, errors = [], []
     while True:
         line = reader.line_num + 1  # where the next row starts
@@ -120,8 +136,10 @@ def _read_rows(text: str) -> tuple[list[ImportRow], list[str]]:
             break
         if not any(c.strip() for c in cells):
             continue
-        if len(cells) != 3:
-            errors.append(f"line {line}: expected 3 columns (code,name,parent), found {len(cells)}")
+        if len(cells) != len(columns):
+            errors.append(
+                f"line {line}: expected {len(columns)} columns ({','.join(columns)}), found {len(cells)}"
+            )
             continue
         rows.append(ImportRow(line, *(c.strip() for c in cells)))
     return rows, errors
@@ -160,6 +178,11 @@ def _check_rows(rows: list[ImportRow]) -> list[str]:
     existing = {code: (level, pk) for code, level, pk in Partner.objects.values_list("code", "level", "id")}
     first_line: dict[str, int] = {}
     for row in rows:
+        if row.commission_bp and _commission_bp(row) is None:
+            errors.append(
+                f"line {row.line}: commission_bp must be whole basis points from 0 to 10000 (or empty for the "
+                f"level's default), not {row.commission_bp!r}"
+            )
         if not row.code:
             errors.append(f"line {row.line}: code is empty")
             continue
@@ -207,9 +230,18 @@ def _check_rows(rows: list[ImportRow]) -> list[str]:
     return sorted(set(errors), key=lambda e: int(e.split(":")[0].split()[1]))
 
 
+def _commission_bp(row: ImportRow) -> int | None:
+    """The row's commission rate in basis points, or None when empty or not one (``_check_rows`` says so)."""
+    text = row.commission_bp
+    if not (text.isascii() and text.isdigit()) or int(text) > 10_000:
+        return None
+    return int(text)
+
+
 @transaction.atomic
 def partners_import_csv(*, text: str) -> list[Partner]:
-    """Import ``code,name,parent`` rows all-or-nothing; raise ``PartnerImportError`` listing every bad line."""
+    """Import ``code,name,parent[,commission_bp]`` rows all-or-nothing; raise ``PartnerImportError`` listing
+    every bad line."""
     rows, errors = _read_rows(text)
     errors += _check_rows(rows) if rows else []
     if errors:
@@ -225,7 +257,9 @@ def partners_import_csv(*, text: str) -> list[Partner]:
         ]
         for row in ready:
             parent = created.get(row.parent) or (Partner.objects.get(code=row.parent) if row.parent else None)
-            created[row.code] = partner_create(code=row.code, name=row.name, parent=parent)
+            created[row.code] = partner_create(
+                code=row.code, name=row.name, parent=parent, commission_bp=_commission_bp(row)
+            )
         pending = [r for r in pending if r.code not in created]
     logger.info("imported %d partners", len(created))
     return list(created.values())

@@ -13,8 +13,17 @@ MULTI/EXEC as the partition's offset (so increments count exactly once; their ke
 A feature whose Redis keys changed layout between versions registers the function that moves them
 (``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
 consumer counts or a flush reads (``stats.jobs.layout``).
+
+A feature that reads traffic beside its own numbers (conversions: buyers per UV) asks
+``partner_uv_days(partner=…, start=…, end=…)``: the partner's subtree UV per day (and whether the day is
+reconciled), as the stats API shows it, and ``partner_uv_between(partner, start, end)``, distinct users over
+the range.
 """
 
+import datetime as dt
+from typing import NamedTuple
+
+from partners.models import Partner
 from stats.models import DeadLetter
 from stats.pipeline.events import Rejected
 from stats.pipeline.registry import (
@@ -25,8 +34,32 @@ from stats.pipeline.registry import (
     register_event_type,
     register_layout_upgrade,
 )
+from stats.read.selectors import partner_days, uv_between
 
 Reason = DeadLetter.Reason
+
+
+class TrafficDay(NamedTuple):
+    """One day of a partner's subtree traffic, for a feature that reads beside it."""
+
+    uv: int
+    reconciled: bool
+
+
+def partner_uv_days(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
+) -> dict[dt.date, TrafficDay]:
+    """Return the subtree UV of ``partner`` per day from ``start`` to ``end``, as ``GET partners/{code}/stats/``."""
+    return {
+        day.date: TrafficDay(day.uv, day.reconciled)
+        for day in partner_days(partner=partner, start=start, end=end, now=now)
+    }
+
+
+def partner_uv_between(partner: Partner, start: dt.date, end: dt.date) -> int:
+    """Return the distinct users of ``partner``'s subtree from ``start`` to ``end`` (HyperLogLog estimate)."""
+    return uv_between(partner, start, end)
+
 
 __all__ = [
     "CounterWrites",
@@ -34,6 +67,9 @@ __all__ = [
     "Event",
     "Reason",
     "Rejected",
+    "TrafficDay",
+    "partner_uv_between",
+    "partner_uv_days",
     "register_counter",
     "register_event_type",
     "register_layout_upgrade",

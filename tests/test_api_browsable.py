@@ -239,3 +239,73 @@ def test_every_page_has_a_title_and_a_line_in_the_readers_language(world, url, t
     assert CJK.search(zh_title) and CJK.search(zh_line), (zh_title, zh_line)
     assert english_words_in_chinese(zh_title + zh_line) == [], (zh_title, zh_line)
     assert "CPS 导流商统计 API" in chinese.content.decode()
+
+
+# --- The conversions endpoints (staff need the conversions view permissions, beside the viewers group) -----
+
+CONVERSION_TITLES = {
+    f"partners/MINE/conversions/?start={DAY}&end={DAY}": "Conversions of a partner",
+    f"orders/?start={DAY}&end={DAY}": "Orders",
+    "partners/MINE/statements/": "Statements of a partner",
+}
+
+
+def conversions_staff() -> APIClient:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    client = staff_client("finance")
+    get_user_model().objects.get(username="finance").user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="conversions",
+            codename__in=["view_order", "view_ledgerentry", "view_statement"],
+        )
+    )
+    return client
+
+
+@pytest.fixture
+def sale(world) -> None:
+    """One order of KID (MINE's subtree) paid at 12:35 for 99.00; no commission yet."""
+    from tests.conversions.builders import make_order
+
+    make_order(
+        "SO-B1",
+        partner=Partner.objects.get(code="KID"),
+        openid="o-secret-buyer",
+        paid_at=at(f"{DAY} 12:35"),
+        amount=9_900,
+    )
+
+
+CONVERSION_PAGES = [
+    (
+        f"partners/MINE/conversions/?start={DAY}&end={DAY}",
+        ['"orders": 1', '"orders_self": 0', '"gross": 9900', '"conversion_rate": "0.2000"'],  # 1 buyer / 5 UV
+    ),
+    (f"orders/?start={DAY}&end={DAY}", ['"count": 1', '"order_id": "SO-B1"', '"partner": "KID"']),
+    ("partners/MINE/statements/", ["[]"]),
+]
+
+
+def test_staff_and_a_portal_open_the_conversions_endpoints_and_no_openid_shows(sale):
+    assert check_pages(conversions_staff(), CONVERSION_PAGES, [("partners/NOPE/conversions/", 404)], []) == []
+    refused = [
+        ("partners/RIVAL/conversions/", 404),
+        ("partners/KID/statements/", 404),
+        ("orders/?partner=RIVAL", 404),
+    ]
+    assert check_pages(portal(), CONVERSION_PAGES, refused, hidden=["TOP", "RIVAL", "o-secret-buyer"]) == []
+
+
+@pytest.mark.parametrize(("url", "title"), list(CONVERSION_TITLES.items()))
+def test_the_conversions_pages_have_a_title_and_a_line_in_the_readers_language(sale, url, title):
+    client = conversions_staff()
+    english = client.get(f"/api/v1/{url}", HTTP_ACCEPT="text/html", HTTP_ACCEPT_LANGUAGE="en")
+    chinese = client.get(f"/api/v1/{url}", HTTP_ACCEPT="text/html", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert english.status_code == chinese.status_code == 200
+    en_title, en_line = title_and_line(english)
+    zh_title, zh_line = title_and_line(chinese)
+    assert en_title == title and en_line.endswith(".") and not CJK.search(en_title + en_line)
+    assert CJK.search(zh_title) and CJK.search(zh_line), (zh_title, zh_line)
+    assert english_words_in_chinese(zh_title + zh_line) == [], (zh_title, zh_line)

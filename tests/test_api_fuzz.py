@@ -37,6 +37,9 @@ QUERY_PARAMS = {
     "logins/client/1001/": ["start", "end", "month"],
     "logins/active/": ["user_type", "start", "end", "month", "page"],
     "logins/counts/": ["user_type", "date"],
+    "partners/A1/conversions/": ["start", "end"],
+    "orders/": ["partner", "status", "start", "end", "page"],
+    "partners/A1/statements/": ["month", "page"],
 }
 PORTAL_ENDPOINTS = [url for url in QUERY_PARAMS if not url.startswith("logins/")]
 # A 400 may name a required parameter the request left out.
@@ -139,7 +142,11 @@ def unthrottled(settings):
 def clients(unthrottled) -> dict[str, APIClient]:
     tree = create_tree()
     staff = create_staff()
-    staff.user_permissions.add(*Permission.objects.filter(codename__in=["add_partner", "add_loginmonth"]))
+    staff.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["add_partner", "add_loginmonth", "view_order", "view_ledgerentry", "view_statement"]
+        )
+    )
     made = {}
     for name, key in (
         ("staff", Token.objects.create(user=staff).key),
@@ -183,7 +190,7 @@ path_segment = st.sampled_from(EDGES).map(lambda text: text.encode()) | st.binar
 
 
 @PROPERTY
-@given(code=path_segment, tail=st.sampled_from(["", "stats/", "buckets/"]))
+@given(code=path_segment, tail=st.sampled_from(["", "stats/", "buckets/", "conversions/", "statements/"]))
 def test_any_partner_code_in_the_path_gets_200_or_404(clients, code, tail):
     for client in clients.values():
         response = client.get(f"{API}partners/{quote_from_bytes(code, safe='')}/{tail}")
@@ -291,7 +298,7 @@ def test_the_fuzzed_schema_is_the_served_one():
     response = APIClient().get(f"{API}schema/?format=json")
     assert response.status_code == 200
     assert response.json() == generated_schema()
-    assert len(list(schema.get_all_operations())) == 11
+    assert len(list(schema.get_all_operations())) == 14  # with conversions, orders and statements
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_route_of_the_api(schema):
     validate_schema(schema)  # drf-spectacular's check against the OpenAPI 3 JSON schema; raises if invalid
     assert schema["openapi"].startswith("3.")
     routes = {API + path for path in route_paths(api_urls.urlpatterns) if path not in DOCS_ROUTES}
-    assert len(routes) == 10
+    assert len(routes) == 13  # with the conversions: partner days, orders, statements
     assert set(schema["paths"]) == routes
     assert set(schema["paths"]["/api/v1/partners/"]) == {"get", "post"}
     assert set(schema["paths"]["/api/v1/logins/"]) == {"post"}
@@ -75,6 +75,9 @@ def test_every_operation_documents_its_parameters_and_responses(schema):
         ("/api/v1/series/", {"application/json", "text/csv"}),
         ("/api/v1/logins/active/", {"application/json", "text/csv"}),
         ("/api/v1/logins/counts/", {"application/json"}),
+        ("/api/v1/partners/{code}/conversions/", {"application/json", "text/csv"}),
+        ("/api/v1/orders/", {"application/json", "text/csv"}),
+        ("/api/v1/partners/{code}/statements/", {"application/json", "text/csv"}),
     ],
 )
 def test_the_schema_shows_which_endpoints_answer_csv_and_that_errors_are_json(schema, path, media_types):

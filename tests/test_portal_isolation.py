@@ -177,3 +177,64 @@ def test_staff_asking_the_same_see_the_other_partners(world):
     site = staff.get(f"/api/v1/series/?precision=86400&start={DAY}&end={DAY}").json()
     assert site == [{"ts": f"{DAY}T00:00:00+08:00", "count": 29}]
     assert staff.get("/api/v1/partners/MINE/").json()["parent"] == "TOP1"
+
+
+# --- Conversions: orders of every partner, the portal reads its subtree's only ----------------------------
+
+# Amounts whose sums show a leak: MINE 200 and MINEKID 300 (the portal's 500); SIBLING 1100, RIVAL 1300.
+ORDER_AMOUNTS = {"MINE": 200, "MINEKID": 300, "SIBLING": 1_100, "RIVAL": 1_300, "TOP1": 1_700}
+OWN_CONVERSIONS = [
+    f"partners/MINE/conversions/?start={DAY}&end={DAY}",
+    f"partners/MINEKID/conversions/?start={DAY}&end={DAY}",
+    f"orders/?start={DAY}&end={DAY}",
+    f"orders/?partner=MINEKID&start={DAY}&end={DAY}",
+    "partners/MINE/statements/",
+]
+OUTSIDE_CONVERSIONS = [
+    url.replace("{code}", code)
+    for code in OTHERS
+    for url in ["partners/{code}/conversions/", "orders/?partner={code}", "partners/{code}/statements/"]
+] + ["partners/MINEKID/statements/"]  # statements: a portal reads its own partner's only
+
+
+@pytest.fixture
+def sales(world) -> None:
+    from partners.models import Partner
+    from tests.conversions.builders import make_order
+
+    for code, amount in ORDER_AMOUNTS.items():
+        make_order(
+            f"SO-{code}",
+            partner=Partner.objects.get(code=code),
+            openid=f"buyer-of-{code}",
+            paid_at=at(f"{DAY} 12:35"),
+            amount=amount,
+        )
+
+
+def test_a_portal_reads_its_subtree_conversions_only_and_never_a_buyer(sales, settings):
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "portal": None},
+    }
+    client = portal("MINE")
+    allowed = ALLOWED_NUMBERS | {200, 300, 500}
+    leaks = []
+    for url in OWN_CONVERSIONS + [f"{u}{'&' if '?' in u else '?'}format=csv" for u in OWN_CONVERSIONS]:
+        response = client.get(f"/api/v1/{url}")
+        text = body_text(response)
+        numbers = numbers_in(response["Content-Type"], text)
+        named = [code for code in [*OTHERS, "buyer-of-"] if code in text]
+        if response.status_code != 200 or named or not numbers <= allowed:
+            leaks.append((url, response.status_code, named, sorted(numbers - allowed), text[:200]))
+    for url in OUTSIDE_CONVERSIONS:
+        response = client.get(f"/api/v1/{url}")
+        nope = client.get(f"/api/v1/{url.replace('RIVAL', 'NOPE').replace('SIBLING', 'NOPE')}")
+        if response.status_code != 404 or any(code in body_text(response) for code in OTHERS):
+            leaks.append((url, response.status_code, body_text(response)[:200]))
+        if "RIVAL" in url and response.content != nope.content:
+            leaks.append((url, "differs from an unknown code"))
+    assert leaks == []
+    mine = client.get(f"/api/v1/partners/MINE/conversions/?start={DAY}&end={DAY}").json()["days"][0]
+    assert (mine["orders"], mine["orders_self"], mine["gross"], mine["net_self"]) == (2, 1, 500, 200)
+    assert client.get(f"/api/v1/orders/?start={DAY}&end={DAY}").json()["count"] == 2

@@ -44,6 +44,18 @@ PAGES: dict[str, tuple[Promise, Promise]] = {
     ),
     "Active": (_("Active users"), _("The users who logged in within the range, 1,000 to a page.")),
     "Counts": (_("DAU, WAU and MAU"), _("Daily, weekly and monthly active users of one user type on a day.")),
+    "Partner Conversions": (
+        _("Conversions of a partner"),
+        _("Orders, buyers, money and commission per business day (?start=&end=), subtree and own, with the total."),
+    ),
+    "Orders": (
+        _("Orders"),
+        _("The orders paid within the range (?start=&end=), newest first; ?partner= keeps one partner's subtree."),
+    ),
+    "Partner Statements": (
+        _("Statements of a partner"),
+        _("The closed months with their amounts; ?month= lists the commission entries of one of them."),
+    ),
     "Spectacular Api": (
         _("API schema"),
         _("The OpenAPI 3 schema of every endpoint; /api/v1/docs/ shows it as a page."),

@@ -31,9 +31,14 @@ def test_staff_lists_every_partner_in_a_page_envelope(staff_client):
     create_tree()
     body = staff_client.get("/api/v1/partners/").json()
     assert body["count"] == 5
-    assert {"code": "A1", "name": "Partner A1", "parent": "A", "level": 2, "is_active": True} in body[
-        "results"
-    ]
+    assert {
+        "code": "A1",
+        "name": "Partner A1",
+        "parent": "A",
+        "level": 2,
+        "is_active": True,
+        "commission_bp": None,
+    } in body["results"]
     assert set(body) == {"count", "next", "previous", "results"}
 
 

@@ -6,7 +6,9 @@ from partners.services import PartnerImportError, partners_import_csv
 
 
 class Command(BaseCommand):
-    help = "Import partners from a CSV file with the header code,name,parent (all or nothing)."
+    help = (
+        "Import partners from a CSV file with the header code,name,parent[,commission_bp] (all or nothing)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", type=Path)

@@ -1,0 +1,257 @@
+"""Reads of orders, commissions and statements for the API: per partner and business day, own and subtree.
+
+A partner's subtree is the tree at attribution: orders whose stored ``Order.path`` starts with the partner's
+path, so a partner moved later does not move old orders. Money is the reporting currency's minor units.
+
+Per day: ``orders`` paid that day, ``buyers`` (distinct buyers of those orders), ``gross`` (paid that day),
+``refunded`` (refunded or cancelled that day, whenever the order was paid), ``net`` = gross − refunded,
+``commission`` (the partner's own ledger entries whose event falls on that day, from its orders and its
+downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (None where UV is 0).
+"""
+
+import datetime as dt
+from decimal import ROUND_HALF_UP, Decimal
+from typing import NamedTuple
+
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+
+from conversions.models import LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from partners.models import Partner
+from stats.plugins import partner_uv_between, partner_uv_days
+
+RATE_PLACES = Decimal("0.0001")
+REVERSALS = (OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED)
+_ONE_DAY = dt.timedelta(days=1)
+
+
+class ConversionNumbers(NamedTuple):
+    """One partner's figures for a day, or for a range (then ``date`` and ``reconciled`` are None)."""
+
+    date: dt.date | None
+    orders: int
+    orders_self: int
+    buyers: int
+    buyers_self: int
+    gross: int
+    refunded: int
+    net: int
+    net_self: int
+    commission: int
+    conversion_rate: Decimal | None
+    reconciled: bool | None
+
+
+def conversion_rate(buyers: int, uv: int) -> Decimal | None:
+    """``buyers / uv`` to four decimals (half up), or None when there was no traffic to convert."""
+    if not uv:
+        return None
+    return (Decimal(buyers) / Decimal(uv)).quantize(RATE_PLACES, rounding=ROUND_HALF_UP)
+
+
+def subtree_orders(partner: Partner) -> QuerySet[Order]:
+    """The orders of ``partner``'s subtree as it was when each order was attributed."""
+    return Order.objects.filter(path__startswith=partner.path)
+
+
+def _order_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, dict]:
+    own = Q(partner=partner)
+    rows = (
+        subtree_orders(partner)
+        .filter(paid_date__gte=start, paid_date__lte=end)
+        .values("paid_date")
+        .annotate(
+            orders=Count("id"),
+            orders_self=Count("id", filter=own),
+            buyers=Count("openid", distinct=True),
+            buyers_self=Count("openid", distinct=True, filter=own),
+            gross=Sum("amount_reporting"),
+            gross_self=Coalesce(Sum("amount_reporting", filter=own), 0),
+        )
+        .order_by()
+    )
+    return {row["paid_date"]: dict(row) for row in rows}
+
+
+def _refund_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, tuple[int, int]]:
+    rows = (
+        OrderEvent.objects.filter(
+            order__path__startswith=partner.path, status__in=REVERSALS, date__gte=start, date__lte=end
+        )
+        .values("date")
+        .annotate(
+            refunded=Sum("amount_reporting"),
+            refunded_self=Coalesce(Sum("amount_reporting", filter=Q(order__partner=partner)), 0),
+        )
+        .order_by()
+    )
+    return {row["date"]: (row["refunded"], row["refunded_self"]) for row in rows}
+
+
+def _commission_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, int]:
+    rows = (
+        LedgerEntry.objects.filter(partner=partner, event_date__gte=start, event_date__lte=end)
+        .values("event_date")
+        .annotate(amount=Sum("amount"))
+        .order_by()
+    )
+    return {row["event_date"]: row["amount"] for row in rows}
+
+
+def partner_conversions(
+    *, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime | None = None
+) -> tuple[list[ConversionNumbers], ConversionNumbers]:
+    """Return ``partner``'s figures per day from ``start`` to ``end`` (every day, zero-filled) and their total.
+
+    The total sums the days, except ``buyers`` (distinct over the range) and its conversion rate, which divides
+    them by the subtree's distinct users over the range.
+    """
+    orders = _order_figures(partner, start, end)
+    refunds = _refund_figures(partner, start, end)
+    commissions = _commission_figures(partner, start, end)
+    traffic = partner_uv_days(partner=partner, start=start, end=end, now=now)
+    days, day = [], start
+    while day <= end:
+        o = orders.get(day, {})
+        refunded, refunded_self = refunds.get(day, (0, 0))
+        gross, gross_self = o.get("gross", 0), o.get("gross_self", 0)
+        uv, reconciled = traffic[day]
+        days.append(
+            ConversionNumbers(
+                day,
+                o.get("orders", 0),
+                o.get("orders_self", 0),
+                o.get("buyers", 0),
+                o.get("buyers_self", 0),
+                gross,
+                refunded,
+                gross - refunded,
+                gross_self - refunded_self,
+                commissions.get(day, 0),
+                conversion_rate(o.get("buyers", 0), uv),
+                reconciled,
+            )
+        )
+        day += _ONE_DAY
+    return days, _total(partner, start, end, days)
+
+
+def _total(
+    partner: Partner, start: dt.date, end: dt.date, days: list[ConversionNumbers]
+) -> ConversionNumbers:
+    distinct = (
+        subtree_orders(partner)
+        .filter(paid_date__gte=start, paid_date__lte=end)
+        .aggregate(
+            buyers=Count("openid", distinct=True),
+            buyers_self=Count("openid", distinct=True, filter=Q(partner=partner)),
+        )
+    )
+    return ConversionNumbers(
+        None,
+        sum(d.orders for d in days),
+        sum(d.orders_self for d in days),
+        distinct["buyers"],
+        distinct["buyers_self"],
+        sum(d.gross for d in days),
+        sum(d.refunded for d in days),
+        sum(d.net for d in days),
+        sum(d.net_self for d in days),
+        sum(d.commission for d in days),
+        conversion_rate(distinct["buyers"], partner_uv_between(partner, start, end)),
+        None,
+    )
+
+
+# --- Orders -----------------------------------------------------------------------------------------------
+
+
+class OrderStatus:
+    """What became of an order: the status the orders list shows and filters by."""
+
+    PAID = "paid"
+    PARTLY_REFUNDED = "partly_refunded"
+    REFUNDED = "refunded"
+    CANCELLED = "cancelled"
+    ALL = (PAID, PARTLY_REFUNDED, REFUNDED, CANCELLED)
+
+
+def _sum_of(queryset: QuerySet, field: str) -> Coalesce:
+    """The sum of ``field`` over ``queryset`` (filtered on ``OuterRef("pk")``) as a subquery, 0 when empty."""
+    total = queryset.values("order").annotate(total=Sum(field)).values("total")
+    return Coalesce(Subquery(total), 0)
+
+
+def orders_with_money(queryset: QuerySet[Order], *, earners: Partner | None = None) -> QuerySet[Order]:
+    """``queryset`` with each order's ``refunded`` (its currency), ``commission`` and ``status``.
+
+    ``commission`` sums the order's ledger entries (reporting currency): all of them, or with ``earners`` only
+    those of that partner's subtree (a portal reads nothing of the partners above it). Subqueries, so that one
+    order stays one row.
+    """
+    events = OrderEvent.objects.filter(order=OuterRef("pk"))
+    entries = LedgerEntry.objects.filter(order=OuterRef("pk"))
+    if earners is not None:
+        entries = entries.filter(partner__path__startswith=earners.path)
+    return queryset.annotate(
+        refunded=_sum_of(events.filter(status__in=REVERSALS), "amount"),
+        commission=_sum_of(entries, "amount"),
+        cancelled=Exists(events.filter(status=OrderEvent.Status.CANCELLED)),
+    ).annotate(
+        status=Case(
+            When(cancelled=True, then=Value(OrderStatus.CANCELLED)),
+            When(refunded__gte=F("amount"), then=Value(OrderStatus.REFUNDED)),
+            When(refunded__gt=0, then=Value(OrderStatus.PARTLY_REFUNDED)),
+            default=Value(OrderStatus.PAID),
+            output_field=CharField(),
+        )
+    )
+
+
+def order_list(
+    *,
+    visible: QuerySet[Order],
+    start: dt.date,
+    end: dt.date,
+    status: str | None = None,
+    earners: Partner | None = None,
+) -> QuerySet[Order]:
+    """The orders of ``visible`` paid from ``start`` to ``end``, newest first, with their money."""
+    orders = orders_with_money(visible.filter(paid_date__gte=start, paid_date__lte=end), earners=earners)
+    if status:
+        orders = orders.filter(status=status)
+    return orders.select_related("partner").order_by("-paid_at", "-id")
+
+
+# --- Statements -------------------------------------------------------------------------------------------
+
+
+def partner_statements(*, partner: Partner) -> QuerySet[Statement]:
+    """The statements of ``partner``'s closed months, newest first."""
+    return Statement.objects.filter(partner=partner).order_by("-month")
+
+
+def month_is_closed(month: dt.date) -> bool:
+    return MonthClose.objects.filter(month=month).exists()
+
+
+def statement_entries(*, partner: Partner, first: dt.date, last: dt.date) -> QuerySet[LedgerEntry]:
+    """The ledger entries of ``partner`` booked from ``first`` to ``last``: what its statement adds up."""
+    return (
+        LedgerEntry.objects.filter(partner=partner, booked_date__gte=first, booked_date__lte=last)
+        .select_related("order")
+        .order_by("booked_date", "id")
+    )

@@ -1,0 +1,120 @@
+"""Monthly statements: what each partner is owed for a month, closed once and never changed.
+
+``close_month`` writes, for one month, a ``Statement`` per partner with ledger entries booked in it (their sum
+and count) and the ``MonthClose`` row that keeps any later entry out of it (a late refund is booked on the
+first open day instead, so it lands on the next statement). A month may be closed once it has ended and
+``STATEMENT_LATENESS_DAYS`` more have passed, so late events of the month still book into it.
+"""
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.db.models import Count, Min, Sum
+
+from conversions.conf import conversion_setting
+from conversions.models import LedgerEntry, MonthClose, Statement
+from cpsproject.common.locks import job_lock
+from cpsproject.common.timeutil import business_tz, local_day
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = "close_month"
+
+
+class MonthNotOver(Exception):
+    """The month (with its lateness window) has not ended yet: it cannot be closed."""
+
+
+@dataclass(frozen=True)
+class ClosedMonth:
+    """A closed month: its statements, and whether this call closed it or found it closed already."""
+
+    month: dt.date
+    statements: int
+    amount: int
+    rows: int
+    newly_closed: bool
+
+    def summary(self) -> str:
+        what = "closed" if self.newly_closed else "was already closed"
+        return (
+            f"{self.month:%Y-%m} {what}: {self.statements} statements, {self.rows} ledger entries, "
+            f"amount {self.amount} (minor units of {conversion_setting('REPORTING_CURRENCY')})"
+        )
+
+
+def next_month(month: dt.date) -> dt.date:
+    """The first day of the month after ``month``."""
+    return (month.replace(day=1) + dt.timedelta(days=32)).replace(day=1)
+
+
+def closable_from(month: dt.date) -> dt.datetime:
+    """The first moment (business time) ``month`` may be closed: its end plus the lateness window."""
+    opens = next_month(month) + dt.timedelta(days=conversion_setting("STATEMENT_LATENESS_DAYS"))
+    return dt.datetime.combine(opens, dt.time(), tzinfo=business_tz())
+
+
+def _existing(month: dt.date) -> ClosedMonth:
+    totals = Statement.objects.filter(month=month).aggregate(
+        statements=Count("id"), amount=Sum("amount"), rows=Sum("rows")
+    )
+    return ClosedMonth(
+        month, totals["statements"], totals["amount"] or 0, totals["rows"] or 0, newly_closed=False
+    )
+
+
+def close_month(*, month: dt.date, now: dt.datetime) -> ClosedMonth:
+    """Write ``month``'s statements and close it; closing a closed month changes nothing.
+
+    1. refuse (``MonthNotOver``) before ``closable_from(month)``;
+    2. under the job lock, in one transaction: a closed month is returned as it is;
+    3. one statement per partner: the sum and count of its entries booked in the month;
+    4. the ``MonthClose`` row, committed with them.
+    """
+    month = month.replace(day=1)
+    opens = closable_from(month)
+    if now < opens:  # step 1
+        raise MonthNotOver(
+            f"{month:%Y-%m} cannot be closed before {opens:%Y-%m-%d %H:%M} ({opens.tzinfo}): the month plus "
+            f"STATEMENT_LATENESS_DAYS={conversion_setting('STATEMENT_LATENESS_DAYS')} days has not ended"
+        )
+    with job_lock(LOCK_NAME) as lock, lock.atomic():
+        if MonthClose.objects.filter(month=month).exists():  # step 2
+            return _existing(month)
+        per_partner = (  # step 3
+            LedgerEntry.objects.filter(booked_date__gte=month, booked_date__lt=next_month(month))
+            .values("partner_id")
+            .annotate(amount=Sum("amount"), rows=Count("id"))
+            .order_by("partner_id")
+        )
+        statements = Statement.objects.bulk_create(
+            Statement(partner_id=row["partner_id"], month=month, amount=row["amount"], rows=row["rows"])
+            for row in per_partner
+        )
+        MonthClose.objects.create(month=month)  # step 4
+    closed = ClosedMonth(
+        month,
+        len(statements),
+        sum(s.amount for s in statements),
+        sum(s.rows for s in statements),
+        newly_closed=True,
+    )
+    logger.info("%s", closed.summary())
+    return closed
+
+
+def due_months(*, now: dt.datetime) -> list[dt.date]:
+    """The months that may be closed at ``now`` and are not: the last one due, and any earlier with entries."""
+    latest = local_day(now).replace(day=1)
+    while closable_from(latest) > now:
+        latest = (latest - dt.timedelta(days=1)).replace(day=1)
+    first_booked = LedgerEntry.objects.aggregate(first=Min("booked_date"))["first"]
+    month = min(latest, first_booked.replace(day=1)) if first_booked else latest
+    closed = set(MonthClose.objects.filter(month__gte=month).values_list("month", flat=True))
+    due = []
+    while month <= latest:
+        if month not in closed:
+            due.append(month)
+        month = next_month(month)
+    return due

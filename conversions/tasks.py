@@ -1,0 +1,14 @@
+"""Functions django-q2 runs on schedule (see ``conversions.schedules``); each returns a one-line summary."""
+
+from django.utils import timezone
+
+from conversions.statements import close_month, due_months
+from cpsproject.common.locks import run_as_task
+
+
+@run_as_task
+def close_due_months_task() -> str:
+    """Close every month whose lateness window has passed and that is not closed yet (usually none)."""
+    now = timezone.now()
+    closed = [close_month(month=month, now=now).summary() for month in due_months(now=now)]
+    return "; ".join(closed) or "no month to close"
