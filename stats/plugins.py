@@ -13,6 +13,9 @@ MULTI/EXEC as the partition's offset (so increments count exactly once; their ke
 A feature whose Redis keys changed layout between versions registers the function that moves them
 (``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
 consumer counts or a flush reads (``stats.jobs.layout``).
+
+A feature adds a panel to the dashboard or the partner page with ``register_dashboard_panel(name, render)`` /
+``register_partner_page_panel(name, render)`` (``stats.read.panels``).
 """
 
 from stats.models import DeadLetter
@@ -25,16 +28,26 @@ from stats.pipeline.registry import (
     register_event_type,
     register_layout_upgrade,
 )
+from stats.read.panels import (
+    DashboardPage,
+    PartnerPage,
+    register_dashboard_panel,
+    register_partner_page_panel,
+)
 
 Reason = DeadLetter.Reason
 
 __all__ = [
     "CounterWrites",
+    "DashboardPage",
+    "PartnerPage",
     "Envelope",
     "Event",
     "Reason",
     "Rejected",
     "register_counter",
+    "register_dashboard_panel",
     "register_event_type",
     "register_layout_upgrade",
+    "register_partner_page_panel",
 ]

@@ -28,6 +28,7 @@ from stats.counters.uniques import SELF, TREE
 from stats.dashboard.charts import Line, bar_chart, line_chart
 from stats.dashboard.comparison import Totals, compare, previous_period
 from stats.models import DeadLetter
+from stats.read.panels import DashboardPage, PartnerPage, dashboard_panels, partner_page_panels
 from stats.read.selectors import (
     DayNumbers,
     minute_series,
@@ -308,12 +309,31 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "minute_total": sum(count for _moment, count in minutes),
         "rankings": _rankings(now, scope=scope),
         "health": pipeline_health(today=today),
+        "panels": dashboard_panels(
+            DashboardPage(
+                request,
+                partner,
+                scope,
+                start,
+                end,
+                today,
+                now,
+                [uv for *_dp, uv in picked],
+                range_uv,
+                _draw_lines,
+            )
+        ),
         # The partner picker's suggestions: every partner, the tree in order (a few kB per hundred partners).
         "choices": Partner.objects.order_by("path").values_list("code", "name", "level"),
         "app_list": site.get_app_list(request),
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/stats/dashboard.html", context)
+
+
+def _draw_lines(labels, lines, title: str):
+    """The pages' line chart, for the panels other apps add (``stats.read.panels``)."""
+    return line_chart(labels=labels, lines=[Line(*line) for line in lines], title=title)
 
 
 @dataclass(frozen=True)
@@ -382,6 +402,7 @@ def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
         "chart_lines": [(line.name, line.css_class) for line in lines],
         "csv_url": f"{request.path}?{_with_format(request, 'csv')}",
         "dashboard_url": reverse("admin:index") + f"?partner={partner.code}",
+        "panels": partner_page_panels(PartnerPage(request, partner, children, start, end, now, _draw_lines)),
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/stats/network.html", context)
