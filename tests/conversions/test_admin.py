@@ -306,6 +306,13 @@ def test_the_explanation_flags_an_entry_that_differs_from_its_sum(orders):
     assert "✗ differs from the sum" in html
 
 
+def test_the_explanation_in_chinese(orders):
+    html = explanation(boss_client("zh-hans"), "SO-1")
+    assert "<h2>归因</h2>" in html and "<dt>佣金</dt>" in html
+    assert "下单时的佣金率：净额的 500 基点。" in html
+    assert "9,999 × 500 bp ÷ 10,000 = 499.95 → 500" in html
+
+
 def test_the_dashboard_shows_todays_orders_net_and_commission_for_its_partner_and_scope(orders):
     client = boss_client()
 
