@@ -25,6 +25,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -33,6 +34,7 @@ from conversions.conf import conversion_setting
 from conversions.explain import buyer_reference, explain, money
 from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
 from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.timeutil import to_local
 from partners.models import Partner
 
 REFUNDS = [OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED]
@@ -46,6 +48,9 @@ class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
     """Written by the pipeline and the month close: staff with the view permission read, nobody edits."""
 
     change_list_template = "admin/change_list.html"
+
+    class Media:
+        css = {"all": ["conversions/admin.css"]}
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -170,9 +175,8 @@ def _partner_link(partner: Partner | None) -> str:
 class OrderAdmin(ReadOnlyAdmin):
     list_display = [
         "order_link",
-        "paid_at",
+        "paid_at_column",
         "partner_column",
-        "attribution",
         "status_column",
         "amount_column",
         "refunded_column",
@@ -225,6 +229,10 @@ class OrderAdmin(ReadOnlyAdmin):
     def order_link(self, obj: Order) -> str:
         url = reverse("admin:conversions_order_change", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, obj.order_id)
+
+    @admin.display(description=_("paid at"), ordering="paid_at")
+    def paid_at_column(self, obj: Order) -> str:
+        return date_format(to_local(obj.paid_at), "SHORT_DATETIME_FORMAT")
 
     @admin.display(description=_("partner"), ordering="partner__code")
     def partner_column(self, obj: Order) -> str:
