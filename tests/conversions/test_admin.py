@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from conversions.models import ExchangeRate, LedgerEntry, Order, OrderEvent, Statement
+from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, Order, OrderEvent, Statement
 from tests.factories import at, create_staff, create_tree
 
 pytestmark = [pytest.mark.django_db, pytest.mark.time_machine("2026-11-22T09:00:00+08:00", tick=False)]
@@ -390,3 +390,52 @@ def test_staff_without_the_view_permission_are_refused_and_see_no_panel(orders):
     assert client.get(f"/admin/conversions/order/{order.pk}/change/").status_code == 200
     assert 'id="today-orders"' in client.get("/admin/").content.decode()
     assert client.get("/admin/conversions/statement/").status_code == 403  # each list its own permission
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(moment, marks=pytest.mark.time_machine(moment, tick=False), id=moment[:16])
+        for moment in ("2026-12-31T23:58:00+08:00", "2027-02-01T00:03:00+08:00", "2026-11-30T23:59:00+08:00")
+    ],
+)
+def test_todays_panel_counts_the_business_day_of_the_clock(moment):
+    """An order paid at the business day's first second is today's; one a second earlier is yesterday's."""
+    midnight = dt.datetime.fromisoformat(moment).replace(hour=0, minute=0, second=0)
+    for order_id, paid_at, amount in (
+        ("SO-day", midnight, 1000),
+        ("SO-eve", midnight - dt.timedelta(seconds=1), 7),
+    ):
+        order = make_order(
+            order_id,
+            partner=None,
+            openid=order_id,
+            currency="CNY",
+            amount=amount,
+            reporting=amount,
+            paid_at=paid_at,
+            chain=[],
+            bp=0,
+        )
+        event(order, "paid", "paid", paid_at, amount, amount)
+    html = boss_client().get("/admin/").content.decode()
+    assert re.search(r'id="today-orders">([^<]*)<', html).group(1) == "1"
+    assert re.search(r'id="today-net">([^<]*)<', html).group(1) == "10.00 CNY"
+
+
+def test_a_held_refund_never_shows_the_buyer_its_raw_event_holds(orders):
+    held = HeldRefund.objects.create(
+        event_id="r-early",
+        order_id="SO-9",
+        status="refunded",
+        ts=at("2026-11-22 08:00"),
+        amount=250,
+        currency="USD",
+        payload='{"event_id": "r-early", "openid": "o-secret-buyer", "amount": 250}',
+    )
+    client = boss_client()
+    listed = client.get("/admin/conversions/heldrefund/").content.decode()
+    assert cells(listed, "field-amount_column") == ["2.50 USD"]
+    page = client.get(f"/admin/conversions/heldrefund/{held.pk}/change/").content.decode()
+    assert "r-early" in page
+    assert "o-secret-buyer" not in listed + page
