@@ -7,11 +7,12 @@ small query functions at the top are the definitions the panels rest on.
 """
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
 from django.template.loader import render_to_string
-from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
 from conversions.conf import conversion_setting
@@ -108,7 +109,7 @@ def conversion_days(orders: QuerySet[Order], start: dt.date, end: dt.date, uv: l
     days = []
     for index in range((end - start).days + 1):
         day = start + dt.timedelta(days=index)
-        row = paid.get(day, {})
+        row: Mapping[str, Any] = paid.get(day) or {}
         net = (row.get("gross") or 0) - (refunded.get(day) or 0)
         days.append(
             Day(day, row.get("orders", 0), row.get("buyers", 0), net, uv[index] if index < len(uv) else 0)
@@ -236,10 +237,6 @@ def _money_of(figures: Figures, currency: str) -> dict[str, str]:
     return {
         name: money(getattr(figures, name), currency) for name in ("gross", "refunded", "net", "commission")
     }
-
-
-def grouped(value: int) -> str:
-    return number_format(value, force_grouping=True)
 
 
 def register_panels() -> None:

@@ -16,8 +16,6 @@ from django.utils.formats import number_format
 
 from conversions.models import LedgerEntry, Order, OrderEvent
 
-REFUNDS = (OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED)
-
 
 def exponent(currency: str) -> int:
     """The ISO 4217 minor-unit exponent of ``currency`` (CNY 2, JPY 0); a code with none counts as 0."""
@@ -54,8 +52,8 @@ def decimal_text(value: Decimal) -> str:
     sign = "-" if value < 0 else ""
     text = format(abs(value).normalize(), "f")
     whole, _dot, part = text.partition(".")
-    grouped = number_format(int(whole), force_grouping=True)
-    return f"{sign}{grouped}.{part}" if part else f"{sign}{grouped}"
+    text = number_format(int(whole), force_grouping=True)
+    return f"{sign}{text}.{part}" if part else f"{sign}{text}"
 
 
 def round_half_up(value: Decimal) -> int:
@@ -84,7 +82,7 @@ def chain_shares(order: Order, entries: list[LedgerEntry]) -> list[Share]:
     ``Order.chain`` lists ``[partner, parent, grandparent]`` with their shares in basis points (as objects or
     pairs); the ledger entries of the ``paid`` event say the same and serve when the chain cannot be read.
     """
-    shares = []
+    shares: list[Share] = []
     for link in order.chain or []:
         if isinstance(link, dict):
             partner = link.get("partner", link.get("partner_id", link.get("id")))
