@@ -439,3 +439,20 @@ def test_a_held_refund_never_shows_the_buyer_its_raw_event_holds(orders):
     page = client.get(f"/admin/conversions/heldrefund/{held.pk}/change/").content.decode()
     assert "r-early" in page
     assert "o-secret-buyer" not in listed + page
+
+
+def test_a_panel_that_fails_is_left_out_and_the_dashboard_still_shows(orders, caplog):
+    from stats.read import panels
+
+    def broken(page) -> str:
+        raise RuntimeError("no figures today")
+
+    panels.register_dashboard_panel("broken", broken)
+    try:
+        response = boss_client().get("/admin/")
+    finally:
+        del panels._dashboard["broken"]
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="today-pv"' in html and 'id="today-orders"' in html
+    assert "the panel broken could not be drawn" in caplog.text
