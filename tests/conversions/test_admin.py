@@ -300,6 +300,21 @@ def test_the_explanation_converts_each_event_at_the_orders_rate(orders):
     assert "14,240 × 500 bp ÷ 10,000 = 712 → 712" in html
 
 
+def test_the_explanation_of_a_cancellation_and_of_an_order_without_a_partner(orders):
+    client = boss_client()
+    html = explanation(client, "SO-4")
+    # A two-level chain: the missing grandparent's share went to A2 (8,500 bp).
+    assert "150 × 8,500 bp ÷ 10,000 = 127.5 → 128" in html
+    assert "150 × 1,500 bp ÷ 10,000 = 22.5 → 22" in html
+    assert "5,000 − 5,000 = 0" in html and "0 × 300 bp ÷ 10,000 = 0 → 0" in html
+    assert "0 − 128 = -128" in html and "0 − 22 = -22" in html
+    assert '<dd id="order-status">cancelled</dd>' in html
+    html = explanation(client, "SO-3")
+    assert "No partner: the order named none" in html
+    assert "1,500 JPY × 0.0482 = 72.3 → 72.30 CNY" in html
+    assert '<td id="ledger-total">0</td>' in html
+
+
 def test_the_explanation_flags_an_entry_that_differs_from_its_sum(orders):
     LedgerEntry.objects.filter(source_event_id="SO-2-paid").update(amount=713)
     html = explanation(boss_client(), "SO-2")
