@@ -18,6 +18,9 @@ A feature that reads traffic beside its own numbers (conversions: buyers per UV)
 ``partner_uv_days(partner=…, start=…, end=…)``: the partner's subtree UV per day (and whether the day is
 reconciled), as the stats API shows it, and ``partner_uv_between(partner, start, end)``, distinct users over
 the range.
+
+A feature adds a panel to the dashboard or the partner page with ``register_dashboard_panel(name, render)`` /
+``register_partner_page_panel(name, render)`` (``stats.read.panels``).
 """
 
 import datetime as dt
@@ -33,6 +36,12 @@ from stats.pipeline.registry import (
     register_counter,
     register_event_type,
     register_layout_upgrade,
+)
+from stats.read.panels import (
+    DashboardPage,
+    PartnerPage,
+    register_dashboard_panel,
+    register_partner_page_panel,
 )
 from stats.read.selectors import partner_days, uv_between
 
@@ -63,6 +72,8 @@ def partner_uv_between(partner: Partner, start: dt.date, end: dt.date) -> int:
 
 __all__ = [
     "CounterWrites",
+    "DashboardPage",
+    "PartnerPage",
     "Envelope",
     "Event",
     "Reason",
@@ -71,6 +82,8 @@ __all__ = [
     "partner_uv_between",
     "partner_uv_days",
     "register_counter",
+    "register_dashboard_panel",
     "register_event_type",
     "register_layout_upgrade",
+    "register_partner_page_panel",
 ]

@@ -7,6 +7,7 @@ is used instead, never a 500.
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib import messages
@@ -15,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework.exceptions import ValidationError
@@ -28,6 +30,7 @@ from stats.counters.uniques import SELF, TREE
 from stats.dashboard.charts import Line, bar_chart, line_chart
 from stats.dashboard.comparison import Totals, compare, previous_period
 from stats.models import DeadLetter
+from stats.read.panels import DashboardPage, PartnerPage, dashboard_panels, partner_page_panels
 from stats.read.selectors import (
     DayNumbers,
     minute_series,
@@ -308,12 +311,33 @@ def dashboard(request: HttpRequest, *, site) -> HttpResponse:
         "minute_total": sum(count for _moment, count in minutes),
         "rankings": _rankings(now, scope=scope),
         "health": pipeline_health(today=today),
+        "panels": dashboard_panels(
+            DashboardPage(
+                request=request,
+                partner=partner,
+                scope=scope,
+                start=start,
+                end=end,
+                today=today,
+                now=now,
+                uv_per_day=[uv for _d, _p, uv in picked],
+                range_uv=range_uv,
+                draw_lines=_draw_lines,
+            )
+        ),
         # The partner picker's suggestions: every partner, the tree in order (a few kB per hundred partners).
         "choices": Partner.objects.order_by("path").values_list("code", "name", "level"),
         "app_list": site.get_app_list(request),
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/stats/dashboard.html", context)
+
+
+def _draw_lines(
+    labels: Sequence[str], lines: Sequence[tuple[str, Sequence[int], str]], title: str
+) -> SafeString:
+    """The pages' line chart, for the panels other apps add (``stats.read.panels``)."""
+    return line_chart(labels=labels, lines=[Line(*line) for line in lines], title=title)
 
 
 @dataclass(frozen=True)
@@ -382,6 +406,17 @@ def partner_network(request: HttpRequest, code: str, *, site) -> HttpResponse:
         "chart_lines": [(line.name, line.css_class) for line in lines],
         "csv_url": f"{request.path}?{_with_format(request, 'csv')}",
         "dashboard_url": reverse("admin:index") + f"?partner={partner.code}",
+        "panels": partner_page_panels(
+            PartnerPage(
+                request=request,
+                partner=partner,
+                children=children,
+                start=start,
+                end=end,
+                now=now,
+                draw_lines=_draw_lines,
+            )
+        ),
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/stats/network.html", context)

@@ -116,7 +116,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     assert page.inner_text(".cps-subject").split() == [PARTNER, "·", *partner["name"].split()]
     assert number(page.inner_text("#today-pv")) == day["pv"]
     assert number(page.inner_text("#today-uv")) == day["uv"]
-    assert page.locator("svg.cps-chart").count() == 2
+    assert page.locator("#days-chart svg.cps-chart, #last-hour svg.cps-chart").count() == 2
     # Today against yesterday, as the API counts both.
     check_comparison(page, day, before)
     page.screenshot(path=SCREENSHOTS / "2-dashboard-partner.png", full_page=True)

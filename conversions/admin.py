@@ -1,0 +1,460 @@
+"""Orders, the ledger, statements, rates and held refunds in the admin: lists to read and download, never edit.
+
+Money on screen is in major units with the currency's code, grouped (``1,299.99 CNY``); the CSV files keep the
+integers in minor units with a currency column, which is what finance pays from. Each order's page explains
+its money (``order_explanation``). The buyer's openid is never shown: a keyed hash stands for it.
+"""
+
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import (
+    Case,
+    CharField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from conversions import dashboard  # noqa: F401 — registers the dashboard and partner page panels
+from conversions.conf import conversion_setting
+from conversions.explain import buyer_reference, explain, money
+from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.timeutil import to_local
+from partners.models import Partner
+
+REFUNDS = [OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED]
+
+
+def reporting_currency() -> str:
+    return conversion_setting("REPORTING_CURRENCY")
+
+
+class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
+    """Written by the pipeline and the month close: staff with the view permission read, nobody edits."""
+
+    change_list_template = "admin/change_list.html"
+
+    class Media:
+        css = {"all": ["conversions/admin.css"]}
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class DateRangeFilter(admin.FieldListFilter):
+    """``?<field>__gte=&<field>__lte=`` (inclusive), with the two-field form the statistics lists use."""
+
+    template = "admin/stats/date_range_filter.html"
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        self.lookup_gte, self.lookup_lte = f"{field_path}__gte", f"{field_path}__lte"
+        super().__init__(field, request, params, model, model_admin, field_path)
+
+    def expected_parameters(self) -> list[str]:
+        return [self.lookup_gte, self.lookup_lte]
+
+    def has_output(self) -> bool:
+        return True
+
+    def _value(self, key: str) -> str:
+        value = self.used_parameters.get(key, "")
+        return value[-1] if isinstance(value, list) else value
+
+    def choices(self, changelist):
+        yield {
+            "gte": self._value(self.lookup_gte),
+            "lte": self._value(self.lookup_lte),
+            "lookup_gte": self.lookup_gte,
+            "lookup_lte": self.lookup_lte,
+            "other": [
+                (key, value)
+                for key, value in changelist.params.items()
+                if key not in (self.lookup_gte, self.lookup_lte)
+            ],
+            "clear": changelist.get_query_string(remove=[self.lookup_gte, self.lookup_lte]),
+        }
+
+    def queryset(self, request, queryset):
+        values = {key: self._value(key) for key in self.expected_parameters() if self._value(key)}
+        try:
+            return queryset.filter(**values)
+        except (ValidationError, ValueError) as exc:  # a malformed date: the list says so, no 500
+            raise IncorrectLookupParameters(exc) from exc
+
+
+class PartnerFilter(admin.SimpleListFilter):
+    """The partners that have rows here, by code."""
+
+    title = _("partner")
+    parameter_name = "partner"
+
+    def lookups(self, request, model_admin):
+        # The bare table, not the list's annotated queryset: one indexed DISTINCT.
+        ids = model_admin.model.objects.order_by().values("partner").distinct()
+        partners = Partner.objects.filter(pk__in=ids).order_by("path")
+        return [(p.code, f"{'· ' * (p.level - 1)}{p.code} {p.name}") for p in partners]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(partner__code=self.value()) if self.value() else queryset
+
+
+class OrderStatusFilter(admin.SimpleListFilter):
+    title = _("status")
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return list(STATUS_LABELS.items())
+
+    def queryset(self, request, queryset):
+        return queryset.filter(status_code=self.value()) if self.value() in STATUS_LABELS else queryset
+
+
+def _event_sum(field: str) -> Coalesce:
+    refunds = (
+        OrderEvent.objects.filter(order=OuterRef("pk"), status__in=REFUNDS)
+        .order_by()
+        .values("order")
+        .annotate(total=Sum(field))
+        .values("total")
+    )
+    return Coalesce(Subquery(refunds, output_field=IntegerField()), Value(0))
+
+
+def _commission() -> Coalesce:
+    rows = LedgerEntry.objects.filter(order=OuterRef("pk")).order_by().values("order")
+    total = rows.annotate(total=Sum("amount")).values("total")
+    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
+
+
+STATUS_LABELS = {
+    "paid": _("paid"),
+    "partly_refunded": _("partly refunded"),
+    "refunded": _("fully refunded"),
+    "cancelled": _("cancelled"),
+}
+
+
+def _status_code() -> Case:
+    """What happened to the order's money, as the word the CSV file carries (``STATUS_LABELS``)."""
+    return Case(
+        When(cancelled=True, then=Value("cancelled")),
+        When(refunded_amount__gte=F("amount"), refunded_amount__gt=0, then=Value("refunded")),
+        When(refunded_amount__gt=0, then=Value("partly_refunded")),
+        default=Value("paid"),
+        output_field=CharField(),
+    )
+
+
+def _partner_link(partner: Partner | None) -> str:
+    if partner is None:
+        return str(_("no partner"))
+    return format_html('<a href="{}">{}</a>', reverse("admin:network", args=[partner.code]), partner.code)
+
+
+@admin.register(Order)
+class OrderAdmin(ReadOnlyAdmin):
+    list_display = [
+        "order_link",
+        "paid_at_column",
+        "partner_column",
+        "status_column",
+        "amount_column",
+        "refunded_column",
+        "reporting_column",
+        "commission_column",
+    ]
+    list_filter = [
+        PartnerFilter,
+        ("paid_date", DateRangeFilter),
+        OrderStatusFilter,
+        "currency",
+        "attribution",
+    ]
+    search_fields = ["=order_id"]
+    search_help_text = _("Order id, exactly as the shop sent it.")
+    list_select_related = ["partner"]
+    list_display_links = None
+    csv_fields = [
+        (_("order id"), "order_id"),
+        (_("paid at"), "paid_at"),
+        (_("paid on"), "paid_date"),
+        (_("partner code"), "partner__code"),
+        (_("attribution"), "attribution"),
+        (_("status"), "status_code"),
+        (_("currency"), "currency"),
+        (_("amount paid (minor units)"), "amount"),
+        (_("refunded (minor units)"), "refunded_amount"),
+        (_("reporting currency"), "reporting_currency"),
+        (_("amount paid, reporting currency (minor units)"), "amount_reporting"),
+        (_("refunded, reporting currency (minor units)"), "refunded_reporting"),
+        (_("commission, reporting currency (minor units)"), "commission"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        cancelled = OrderEvent.objects.filter(order=OuterRef("pk"), status=OrderEvent.Status.CANCELLED)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                refunded_amount=_event_sum("amount"),
+                refunded_reporting=_event_sum("amount_reporting"),
+                commission=_commission(),
+                cancelled=Exists(cancelled),
+                reporting_currency=Value(reporting_currency()),
+            )
+            .annotate(status_code=_status_code())
+        )
+
+    @admin.display(description=_("order id"), ordering="order_id")
+    def order_link(self, obj: Order) -> str:
+        url = reverse("admin:conversions_order_change", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, obj.order_id)
+
+    @admin.display(description=_("paid at"), ordering="paid_at")
+    def paid_at_column(self, obj: Order) -> str:
+        return date_format(to_local(obj.paid_at), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: Order) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("status"))
+    def status_column(self, obj: Order) -> str:
+        return str(STATUS_LABELS[obj.status_code])
+
+    @admin.display(description=_("amount paid"), ordering="amount")
+    def amount_column(self, obj: Order) -> str:
+        return money(obj.amount, obj.currency)
+
+    @admin.display(description=_("refunded"), ordering="refunded_amount")
+    def refunded_column(self, obj: Order) -> str:
+        return money(obj.refunded_amount, obj.currency) if obj.refunded_amount else "—"
+
+    @admin.display(description=_("paid, reporting currency"), ordering="amount_reporting")
+    def reporting_column(self, obj: Order) -> str:
+        return money(obj.amount_reporting, reporting_currency())
+
+    @admin.display(description=_("commission"), ordering="commission")
+    def commission_column(self, obj: Order) -> str:
+        return money(obj.commission, reporting_currency())
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        """The order's page is its explanation: read-only, whoever may view orders."""
+        return self.explanation_view(request, object_id)
+
+    def explanation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        order = self.get_object(request, object_id)
+        if order is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_permission(request, order):
+            raise PermissionDenied
+        return TemplateResponse(
+            request,
+            "admin/conversions/order/explanation.html",
+            {
+                **self.admin_site.each_context(request),
+                **order_explanation(order, status_code=order.status_code),
+                "opts": self.opts,
+            },
+        )
+
+
+def order_explanation(order: Order, *, status_code: str) -> dict:
+    """The context of an order's page: attribution, chain, rate, events, and each ledger entry's sum."""
+    reporting = reporting_currency()
+    events = list(order.events.order_by("ts", "id"))
+    entries = list(order.ledger.select_related("partner").order_by("id"))
+    steps = explain(order, events, entries, reporting)
+    ids = {line.partner_id for step in steps for line in step.lines} | {e.partner_id for e in entries}
+    partners = Partner.objects.in_bulk(ids)
+    explained = {line.entry.pk for step in steps for line in step.lines if line.entry is not None}
+    return {
+        "title": _("Order %(order)s") % {"order": order.order_id},
+        "order": order,
+        "buyer": buyer_reference(order.openid),
+        "reporting": reporting,
+        "status": STATUS_LABELS[status_code],
+        "steps": [(step, [(line, partners.get(line.partner_id)) for line in step.lines]) for step in steps],
+        "chain": [
+            (partners.get(line.partner_id), line.share_bp) for line in (steps[0].lines if steps else [])
+        ],
+        "entries": entries,
+        "unexplained": [e for e in entries if e.pk not in explained],
+        "ledger_total": sum(e.amount for e in entries),
+        "commission": steps[-1].commission if steps else 0,
+    }
+
+
+def _order_link(order: Order) -> str:
+    url = reverse("admin:conversions_order_change", args=[order.pk])
+    return format_html('<a href="{}">{}</a>', url, order.order_id)
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    list_display = [
+        "booked_date",
+        "partner_column",
+        "order_column",
+        "reason",
+        "amount_column",
+        "share_bp",
+        "event_date",
+        "source_event_id",
+    ]
+    list_filter = [PartnerFilter, ("booked_date", DateRangeFilter), "reason"]
+    search_fields = ["=order__order_id", "=source_event_id"]
+    search_help_text = _("Order id or source event id, exactly.")
+    list_select_related = ["partner", "order"]
+    list_display_links = None
+    csv_fields = [
+        (_("booked on"), "booked_date"),
+        (_("partner code"), "partner__code"),
+        (_("order id"), "order__order_id"),
+        (_("reason"), "reason"),
+        (_("reporting currency"), "reporting_currency"),
+        (_("amount (minor units)"), "amount"),
+        (_("share (bp)"), "share_bp"),
+        (_("event day"), "event_date"),
+        (_("event time"), "event_ts"),
+        (_("source event"), "source_event_id"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(reporting_currency=Value(reporting_currency()))
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: LedgerEntry) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("order"), ordering="order__order_id")
+    def order_column(self, obj: LedgerEntry) -> str:
+        return _order_link(obj.order)
+
+    @admin.display(description=_("amount"), ordering="amount")
+    def amount_column(self, obj: LedgerEntry) -> str:
+        return money(obj.amount, reporting_currency())
+
+
+class MonthFilter(admin.SimpleListFilter):
+    """The closed months, newest first."""
+
+    title = _("month")
+    parameter_name = "month"
+
+    def lookups(self, request, model_admin):
+        months = (
+            model_admin.get_queryset(request).order_by("-month").values_list("month", flat=True).distinct()
+        )
+        return [(month.strftime("%Y-%m"), month.strftime("%Y-%m")) for month in months]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        try:
+            year, month = (int(part) for part in self.value().split("-"))
+            return queryset.filter(month__year=year, month__month=month)
+        except ValueError as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
+@admin.register(Statement)
+class StatementAdmin(ReadOnlyAdmin):
+    list_display = ["month_column", "partner_column", "amount_column", "rows", "closed_at"]
+    list_filter = [MonthFilter, PartnerFilter]
+    search_fields = ["partner__code", "partner__name"]
+    list_select_related = ["partner"]
+    list_display_links = None
+    csv_fields = [
+        (_("month"), "month"),
+        (_("partner code"), "partner__code"),
+        (_("partner name"), "partner__name"),
+        (_("currency"), "reporting_currency"),
+        (_("amount (minor units)"), "amount"),
+        (_("ledger entries"), "rows"),
+        (_("closed at"), "closed_at"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(reporting_currency=Value(reporting_currency()))
+
+    def csv_row(self, values: tuple) -> tuple:
+        month, *rest = values
+        return (month.strftime("%Y-%m"), *rest)
+
+    @admin.display(description=_("month"), ordering="month")
+    def month_column(self, obj: Statement) -> str:
+        return obj.month.strftime("%Y-%m")
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: Statement) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("amount"), ordering="amount")
+    def amount_column(self, obj: Statement) -> str:
+        return money(obj.amount, reporting_currency())
+
+
+@admin.register(ExchangeRate)
+class ExchangeRateAdmin(ReadOnlyAdmin):
+    list_display = ["currency", "valid_from", "rate", "imported_at"]
+    list_filter = ["currency"]
+    search_fields = ["=currency"]
+    csv_fields = [
+        (_("currency"), "currency"),
+        (_("valid from"), "valid_from"),
+        (_("rate"), "rate"),
+        (_("imported at"), "imported_at"),
+    ]
+
+
+@admin.register(HeldRefund)
+class HeldRefundAdmin(ReadOnlyAdmin):
+    """Refunds waiting for their order; the raw event (``payload``) holds the buyer's openid: never shown."""
+
+    list_display = ["received_at", "order_id", "status", "amount_column", "ts", "applied_at", "expired_at"]
+    list_filter = ["status", ("received_at", admin.DateFieldListFilter)]
+    search_fields = ["=order_id"]
+    exclude = ["payload"]
+    csv_fields = [
+        (_("received at"), "received_at"),
+        (_("order id"), "order_id"),
+        (_("event id"), "event_id"),
+        (_("status"), "status"),
+        (_("currency"), "currency"),
+        (_("amount (minor units)"), "amount"),
+        (_("time"), "ts"),
+        (_("applied at"), "applied_at"),
+        (_("expired at"), "expired_at"),
+    ]
+
+    @admin.display(description=_("amount"), ordering="amount")
+    def amount_column(self, obj: HeldRefund) -> str:
+        return money(obj.amount, obj.currency)
+
+
+@admin.register(MonthClose)
+class MonthCloseAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "closed_at"]
+    csv_fields = [(_("month"), "month"), (_("closed at"), "closed_at")]
