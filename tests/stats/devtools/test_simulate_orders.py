@@ -1,0 +1,235 @@
+"""``simulate`` with orders: every way the order contract can be exercised, and a truth whose arithmetic holds."""
+
+import datetime as dt
+import hashlib
+import json
+import re
+from collections import Counter, defaultdict
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from cpsproject.common.timeutil import local_day
+from partners.selectors import Lineage
+from stats.devtools.order_truth import (
+    CommissionTerms,
+    OrderTruth,
+    SimulatedOrder,
+    commission_of,
+    read_rates,
+    split_commission,
+    to_reporting,
+)
+from stats.devtools.simulate import simulate_events
+from stats.keys import NO_PARTNER
+from tests.factories import at, create_tree
+
+pytestmark = pytest.mark.django_db
+
+RATES = {"USD": [(dt.date(2020, 1, 1), Decimal("7.1"))], "JPY": [(dt.date(2020, 1, 1), Decimal("0.048"))]}
+
+
+def parsed(values: list[bytes]) -> list[dict]:
+    """The well-formed events of a run, in the order they are sent."""
+    events = []
+    for value in values:
+        try:
+            event = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def moment(event: dict) -> dt.datetime:
+    ts = event["ts"]
+    return (
+        dt.datetime.fromtimestamp(ts / 1000, dt.UTC) if isinstance(ts, int) else dt.datetime.fromisoformat(ts)
+    )
+
+
+def test_without_orders_a_seeded_run_is_byte_for_byte_what_it_was():
+    create_tree()
+    values, truth = simulate_events(events=500, day=dt.date(2026, 11, 20), users=40, seed=7)
+    # The digest of the same call before orders existed.
+    assert hashlib.sha256(b"\n".join(values)).hexdigest() == (
+        "5110e3734d3670185392636526f5a8a2510eb3e015f14c060c136a2d6a6769f7"
+    )
+    assert truth.orders.orders == []
+
+
+def test_simulated_orders_hold_every_case_of_the_order_contract():
+    create_tree()
+    now = timezone.now()
+    day = local_day(now)
+    values, truth = simulate_events(events=600, day=day, users=40, seed=11, until=now, orders_share=0.3)
+    events = parsed(values)
+    orders = [e for e in events if e.get("type") == "order"]
+    paid = [e for e in orders if e["status"] == "paid"]
+    by_order: defaultdict[str, list[tuple[int, dict]]] = defaultdict(list)
+    for position, event in enumerate(events):
+        if event.get("type") == "order":
+            by_order[event["order_id"]].append((position, event))
+    # Each order's first paid counts; its buyer's partner views come before it.
+    views = defaultdict(list)
+    for position, event in enumerate(events):
+        if event.get("type") == "pv" and event.get("partner") and event["openid"].startswith("b-"):
+            views[event["openid"]].append((position, event))
+
+    assert len(by_order) == len(truth.orders.orders) > 100
+    assert {e["currency"] for e in orders} == {"CNY", "USD", "JPY"}
+    assert all(type(e["amount"]) is int and e["amount"] > 0 for e in orders)
+    assert all(local_day(moment(e)) == day and moment(e) <= now for e in events if e.get("type") == "order")
+    explicit = [e for e in paid if "partner" in e]
+    assert explicit and all(e["partner"] in {"A", "A1", "A1a", "A2", "B"} for e in explicit)
+    by_view = [
+        e
+        for e in paid
+        if "partner" not in e
+        and any(moment(v) < moment(e) and p < events.index(e) for p, v in views[e["openid"]])
+    ]
+    assert by_view
+    # The buyer's later view is sent before the earlier one: the last by ts must win, not the last to arrive.
+    assert any(len(seen) == 2 and moment(seen[0][1]) > moment(seen[1][1]) for seen in views.values())
+    site = {e["order_id"] for e in paid if "partner" not in e and not views[e["openid"]]}
+    assert site
+    last_pv = max(p for p, e in enumerate(events) if e.get("type") == "pv")
+    late = [e for p, e in enumerate(events) if e in paid and p > last_pv]
+    assert late and all(
+        any(moment(other) > moment(e) for other in events[last_pv - 50 : last_pv] if "ts" in other)
+        for e in late
+    )
+    ids = Counter(e["event_id"] for e in events if "event_id" in e)
+    assert [i for i, n in ids.items() if n > 1] and all(n <= 2 for n in ids.values())
+    second_paid = [
+        order_id
+        for order_id, rows in by_order.items()
+        if len({e["event_id"] for _, e in rows if e["status"] == "paid"}) == 2
+    ]
+    assert second_paid
+    refund_first = [
+        order_id
+        for order_id, rows in by_order.items()
+        if rows[0][1]["status"] == "refunded" and any(e["status"] == "paid" for _, e in rows)
+    ]
+    assert refund_first
+    refunded = Counter()  # how orders end: partly refunded, cancelled
+    for rows in by_order.values():
+        first_paid = next(e for _, e in rows if e["status"] == "paid")
+        refunds = [e for _, e in rows if e["status"] != "paid"]
+        assert all(moment(r) > moment(first_paid) for r in refunds)
+        assert all(e["currency"] == first_paid["currency"] for _, e in rows)
+        assert sum(r["amount"] for r in refunds) <= first_paid["amount"]
+        if refunds and refunds[-1]["status"] == "cancelled":
+            assert sum(r["amount"] for r in refunds) == first_paid["amount"]  # the rest, with its amount
+            refunded["cancelled"] += 1
+        elif refunds:
+            assert {r["status"] for r in refunds} == {"refunded"}
+            refunded["partly"] += 1
+    assert refunded["partly"] and refunded["cancelled"]
+    figures = truth.orders.figures()
+    assert sum(row["orders_self"] for row in figures.values()) == len(by_order)
+    assert figures[NO_PARTNER]["orders_self"] == len(site)
+
+
+def test_the_order_truth_on_a_small_case_worked_by_hand():
+    p1, p1a, p1a1 = Lineage(("P1",), True), Lineage(("P1", "P1A"), True), Lineage(("P1", "P1A", "P1A1"), True)
+    truth = OrderTruth(terms=CommissionTerms(), rates=RATES, partner_bp={"P1A": 450, "P1A1": None})
+    truth.add_partner_view("b-2", at("2026-11-21T09:00:00"), p1a1)
+    truth.add_partner_view("b-2", at("2026-11-21T10:00:00"), p1a)
+    truth.add_partner_view("b-3", at("2026-11-21T12:00:00"), p1)  # after its order: no attribution
+    truth.add_partner_view("b-4", at("2026-10-21T10:00:00"), p1)  # 31 days before: outside the window
+    truth.orders += [
+        SimulatedOrder("SO-1", "b-1", at("2026-11-21T08:00:00"), 1999, "USD", explicit=p1a1, refunds=[500]),
+        SimulatedOrder("SO-2", "b-2", at("2026-11-21T11:00:00"), 1234, "JPY", explicit=None, refunds=[1]),
+        SimulatedOrder("SO-3", "b-3", at("2026-11-21T11:30:00"), 1001, "CNY", explicit=None),
+        SimulatedOrder("SO-4", "b-4", at("2026-11-21T11:00:00"), 2000, "CNY", explicit=None),
+    ]
+    # SO-1: paid 1999 US cents × 7.1 = 14192.9 → 14193 fen, refunded 500 × 7.1 = 3550, net 10643; P1A1 is on
+    #   level 3 (200 bp): 212.86 → 213, split 8000/1500/500 = 170.4/31.95/10.65 → 170 + 32 + 11 (the two
+    #   units left go to the largest remainders .95 and .65).
+    # SO-2: by the later view (P1A): 1234 yen × 0.048 = 59.232 CNY → 5923 fen, refunded 1 yen → 4.8 → 5, net
+    #   5918; P1A's own 450 bp: 266.31 → 266; a chain of two: P1A 8000 + 500, P1 1500: 226.1 + 39.9 → 226 + 40.
+    # SO-3 and SO-4: the site's: 1001 + 2000 fen.
+    zero = {"commission": 0}
+    assert truth.figures() == {
+        NO_PARTNER: figures(2, 2, 3001, 0, self_too=True) | zero,
+        "P1": figures(2, 2, 20116, 3555) | {"commission": 11 + 40},
+        "P1A": figures(2, 2, 20116, 3555) | self_figures(1, 1, 5923, 5) | {"commission": 32 + 226},
+        "P1A1": figures(1, 1, 14193, 3550, self_too=True) | {"commission": 170},
+    }
+
+
+def figures(orders: int, buyers: int, gross: int, refunded: int, *, self_too: bool = False) -> dict[str, int]:
+    row = {"orders": orders, "buyers": buyers, "gross": gross, "refunded": refunded, "net": gross - refunded}
+    return row | self_figures(*(list(row.values())[:4] if self_too else (0, 0, 0, 0)))
+
+
+def self_figures(orders: int, buyers: int, gross: int, refunded: int) -> dict[str, int]:
+    return {
+        "orders_self": orders,
+        "buyers_self": buyers,
+        "gross_self": gross,
+        "refunded_self": refunded,
+        "net_self": gross - refunded,
+    }
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "expected"),
+    [
+        (15, "USD", 107),  # 106.5 fen: half up, not to even
+        (25, "USD", 178),  # 177.5
+        (10, "JPY", 48),  # 0.48 CNY: yen have no minor unit, fen two
+        (1, "JPY", 5),  # 4.8
+        (12345, "CNY", 12345),
+    ],
+)
+def test_amounts_convert_half_up_once_per_event(amount, currency, expected):
+    rate = RATES[currency][0][1] if currency in RATES else Decimal(1)
+    assert to_reporting(amount, currency=currency, rate=rate, reporting="CNY") == expected
+
+
+def test_commission_rounds_half_up_and_splits_by_largest_remainder_ties_to_the_closer_partner():
+    assert commission_of(10643, 200) == 213
+    assert commission_of(2500, 500) == 125
+    assert commission_of(10, 500) == 1  # 0.5
+    shares = (8000, 1500, 500)
+    assert split_commission(10, chain=["A", "B", "C"], shares=shares) == {"A": 8, "B": 2, "C": 0}  # .5 tie
+    assert split_commission(1, chain=["A", "B", "C"], shares=shares) == {"A": 1, "B": 0, "C": 0}
+    assert split_commission(3, chain=["A", "B"], shares=shares) == {"A": 3, "B": 0}  # 2.55 and .45
+    assert split_commission(7, chain=["A"], shares=shares) == {"A": 7}
+
+
+def test_the_sample_rates_file_holds_the_simulated_currencies():
+    assert read_rates() == RATES
+
+
+def test_simulate_prints_the_orders_truth_and_writes_it_as_json(tmp_path, capsys):
+    create_tree()
+    call_command(
+        "simulate",
+        *("--events", "300", "--users", "20", "--seed", "3", "--orders-share", "0.2"),
+        *("--to", f"file:{tmp_path / 'events.jsonl'}", "--truth", str(tmp_path / "truth.json")),
+    )
+    out = capsys.readouterr().out.splitlines()
+    written = json.loads((tmp_path / "truth.json").read_text())
+    assert written["currency"] == "CNY"
+    header = out.index("orders in CNY minor units:")
+    assert out[header + 1].split() == ["partner", *next(iter(written["partners"].values()))]
+    for line in out[header + 2 : -1]:
+        code, *numbers = line.split()
+        assert list(map(int, numbers)) == list(written["partners"][code].values())
+    assert out[-1].endswith(f" orders) to file:{tmp_path / 'events.jsonl'}")
+
+
+def test_simulate_without_orders_prints_what_it_printed(tmp_path, capsys):
+    create_tree()
+    call_command("simulate", "--events", "50", "--seed", "3", "--to", f"file:{tmp_path / 'e.jsonl'}")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["partner", "pv", "pv_self", "uv", "uv_self", "bot_pv"]
+    assert "orders in CNY minor units:" not in out
+    assert re.fullmatch(rf"\d+ events \(\d+ bad, \d+ bot\) to file:{tmp_path / 'e.jsonl'}", out[-1]), out[-1]
