@@ -11,8 +11,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from conversions.models import ExchangeRate
 from cpsproject.common.timeutil import local_day
 from partners.selectors import Lineage
+from stats.devtools import demo
+from stats.devtools.demo import live_traffic, seed_demo
 from stats.devtools.order_truth import (
     CommissionTerms,
     OrderTruth,
@@ -24,6 +27,7 @@ from stats.devtools.order_truth import (
 )
 from stats.devtools.simulate import simulate_events
 from stats.keys import NO_PARTNER
+from stats.pipeline.consumer import StopFlag
 from tests.factories import at, create_tree
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +80,7 @@ def test_simulated_orders_hold_every_case_of_the_order_contract():
     # Each order's first paid counts; its buyer's partner views come before it.
     views = defaultdict(list)
     for position, event in enumerate(events):
-        if event.get("type") == "pv" and event.get("partner") and event["openid"].startswith("b-"):
+        if event.get("type") == "pv" and event.get("partner") and event.get("openid", "").startswith("b-"):
             views[event["openid"]].append((position, event))
 
     assert len(by_order) == len(truth.orders.orders) > 100
@@ -233,3 +237,54 @@ def test_simulate_without_orders_prints_what_it_printed(tmp_path, capsys):
     assert out[0].split() == ["partner", "pv", "pv_self", "uv", "uv_self", "bot_pv"]
     assert "orders in CNY minor units:" not in out
     assert re.fullmatch(rf"\d+ events \(\d+ bad, \d+ bot\) to file:{tmp_path / 'e.jsonl'}", out[-1]), out[-1]
+
+
+def spy_on_the_demo(monkeypatch, *, orders_counted: bool) -> list[dict]:
+    """Record what the demo asks ``simulate`` for (``orders_share``) and the events it gets back."""
+    calls: list[dict] = []
+    real = demo.simulate_events
+
+    def recording(**kwargs):
+        values, truth = real(**kwargs)
+        calls.append({"orders_share": kwargs.get("orders_share"), "events": parsed(values)})
+        return values, truth
+
+    monkeypatch.setattr(demo, "simulate_events", recording)
+    # Whether a feature counts order events (the conversions app, once merged, registers the type).
+    monkeypatch.setattr(demo, "orders_counted", lambda: orders_counted)
+    return calls
+
+
+def order_ids(calls: list[dict]) -> set[str]:
+    return {e["order_id"] for call in calls for e in call["events"] if e.get("type") == "order"}
+
+
+def test_the_live_trickle_sends_orders_only_where_they_are_counted(monkeypatch):
+    create_tree()
+    trickle = {"rate": 50, "logins_per_minute": 0, "bot_share": 0, "stop": StopFlag(), "tick_seconds": 0.2}
+    calls = spy_on_the_demo(monkeypatch, orders_counted=False)
+    live_traffic(**trickle, ticks=2)
+    assert [call["orders_share"] for call in calls] == [0, 0] and not order_ids(calls)
+
+    calls = spy_on_the_demo(monkeypatch, orders_counted=True)
+    live_traffic(**trickle, ticks=1)
+    # 15 orders a minute, 10 views in a tick of 0.2 s: 15 / 60 × 0.2 = 0.05 orders a tick, 0.005 of a place.
+    assert calls[0]["orders_share"] == pytest.approx(0.005)
+    # 3000 a minute: 10 a tick, every place of the 3 ticks an order.
+    calls = spy_on_the_demo(monkeypatch, orders_counted=True)
+    live_traffic(**trickle, ticks=3, orders_per_minute=3000)
+    assert len(order_ids(calls)) == 30
+
+
+def test_the_demo_seed_loads_the_sample_rates_once_and_orders_where_they_are_counted(monkeypatch, tmp_path):
+    calls = spy_on_the_demo(monkeypatch, orders_counted=True)
+    lines = seed_demo(events=600, files=tmp_path)
+    assert lines[2] == "exchange rates: 2 loaded now from rates.csv"
+    assert set(ExchangeRate.objects.values_list("currency", "valid_from", "rate")) == {
+        ("USD", dt.date(2020, 1, 1), Decimal("7.1")),
+        ("JPY", dt.date(2020, 1, 1), Decimal("0.048")),
+    }
+    # Yesterday's 120 events and today's 600, 5% of each orders: about 36 orders.
+    assert [call["orders_share"] for call in calls] == [0.05, 0.05]
+    assert 15 <= len(order_ids(calls)) <= 70
+    assert seed_demo(events=600, files=tmp_path)[2] == "exchange rates: 2 kept"
