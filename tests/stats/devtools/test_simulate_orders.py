@@ -5,6 +5,7 @@ import hashlib
 import json
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
@@ -25,7 +26,7 @@ from stats.devtools.order_truth import (
     split_commission,
     to_reporting,
 )
-from stats.devtools.simulate import simulate_events
+from stats.devtools.simulate import GroundTruth, simulate_events
 from stats.keys import NO_PARTNER
 from stats.pipeline.consumer import StopFlag
 from tests.factories import at, create_tree
@@ -65,78 +66,125 @@ def test_without_orders_a_seeded_run_is_byte_for_byte_what_it_was():
     assert truth.orders.orders == []
 
 
-def test_simulated_orders_hold_every_case_of_the_order_contract():
+@dataclass
+class SimulatedRun:
+    """A run of ``simulate`` with orders, parsed as the consumer will read it."""
+
+    now: dt.datetime
+    events: list[dict]
+    truth: GroundTruth
+    by_order: dict[str, list[tuple[int, dict]]]  # the order's events with their place in the stream
+    views: dict[str, list[tuple[int, dict]]]  # buyers' partner views with their place in the stream
+
+    @property
+    def orders(self) -> list[dict]:
+        return [e for e in self.events if e.get("type") == "order"]
+
+    @property
+    def first_paid(self) -> list[dict]:
+        return [next(e for _, e in rows if e["status"] == "paid") for rows in self.by_order.values()]
+
+
+def simulated_run() -> SimulatedRun:
     create_tree()
     now = timezone.now()
-    day = local_day(now)
-    values, truth = simulate_events(events=600, day=day, users=40, seed=11, until=now, orders_share=0.3)
+    values, truth = simulate_events(
+        events=600, day=local_day(now), users=40, seed=11, until=now, orders_share=0.3
+    )
     events = parsed(values)
-    orders = [e for e in events if e.get("type") == "order"]
-    paid = [e for e in orders if e["status"] == "paid"]
-    by_order: defaultdict[str, list[tuple[int, dict]]] = defaultdict(list)
+    by_order, views = defaultdict(list), defaultdict(list)
     for position, event in enumerate(events):
         if event.get("type") == "order":
             by_order[event["order_id"]].append((position, event))
-    # Each order's first paid counts; its buyer's partner views come before it.
-    views = defaultdict(list)
-    for position, event in enumerate(events):
-        if event.get("type") == "pv" and event.get("partner") and event.get("openid", "").startswith("b-"):
+        elif event.get("partner") and event.get("openid", "").startswith("b-"):
             views[event["openid"]].append((position, event))
+    return SimulatedRun(now=now, events=events, truth=truth, by_order=by_order, views=views)
 
-    assert len(by_order) == len(truth.orders.orders) > 100
-    assert {e["currency"] for e in orders} == {"CNY", "USD", "JPY"}
-    assert all(type(e["amount"]) is int and e["amount"] > 0 for e in orders)
-    assert all(local_day(moment(e)) == day and moment(e) <= now for e in events if e.get("type") == "order")
-    explicit = [e for e in paid if "partner" in e]
-    assert explicit and all(e["partner"] in {"A", "A1", "A1a", "A2", "B"} for e in explicit)
-    by_view = [
-        e
-        for e in paid
-        if "partner" not in e
-        and any(moment(v) < moment(e) and p < events.index(e) for p, v in views[e["openid"]])
-    ]
-    assert by_view
-    # The buyer's later view is sent before the earlier one: the last by ts must win, not the last to arrive.
-    assert any(len(seen) == 2 and moment(seen[0][1]) > moment(seen[1][1]) for seen in views.values())
-    site = {e["order_id"] for e in paid if "partner" not in e and not views[e["openid"]]}
-    assert site
-    last_pv = max(p for p, e in enumerate(events) if e.get("type") == "pv")
-    late = [e for p, e in enumerate(events) if e in paid and p > last_pv]
-    assert late and all(
-        any(moment(other) > moment(e) for other in events[last_pv - 50 : last_pv] if "ts" in other)
-        for e in late
-    )
-    ids = Counter(e["event_id"] for e in events if "event_id" in e)
-    assert [i for i, n in ids.items() if n > 1] and all(n <= 2 for n in ids.values())
-    second_paid = [
-        order_id
-        for order_id, rows in by_order.items()
-        if len({e["event_id"] for _, e in rows if e["status"] == "paid"}) == 2
-    ]
-    assert second_paid
-    refund_first = [
-        order_id
-        for order_id, rows in by_order.items()
-        if rows[0][1]["status"] == "refunded" and any(e["status"] == "paid" for _, e in rows)
-    ]
-    assert refund_first
-    refunded = Counter()  # how orders end: partly refunded, cancelled
-    for rows in by_order.values():
+
+def test_simulated_orders_are_valid_events_of_the_day_in_three_currencies():
+    run = simulated_run()
+    assert len(run.by_order) == len(run.truth.orders.orders) > 100
+    assert {e["currency"] for e in run.orders} == {"CNY", "USD", "JPY"}
+    assert all(type(e["amount"]) is int and e["amount"] > 0 for e in run.orders)
+    assert all(local_day(moment(e)) == local_day(run.now) and moment(e) <= run.now for e in run.orders)
+    for rows in run.by_order.values():
         first_paid = next(e for _, e in rows if e["status"] == "paid")
         refunds = [e for _, e in rows if e["status"] != "paid"]
         assert all(moment(r) > moment(first_paid) for r in refunds)
         assert all(e["currency"] == first_paid["currency"] for _, e in rows)
         assert sum(r["amount"] for r in refunds) <= first_paid["amount"]
+
+
+def test_simulated_orders_go_to_their_explicit_partner_to_the_last_view_or_to_the_site():
+    run = simulated_run()
+    explicit = [e for e in run.first_paid if "partner" in e]
+    assert explicit and all(e["partner"] in {"A", "A1", "A1a", "A2", "B"} for e in explicit)
+    by_view = [
+        e
+        for e in run.first_paid
+        if "partner" not in e
+        and any(moment(v) < moment(e) and p < run.events.index(e) for p, v in run.views[e["openid"]])
+    ]
+    assert by_view
+    # The buyer's later view is sent before the earlier one: the last by ts must win, not the last to arrive.
+    assert any(len(seen) == 2 and moment(seen[0][1]) > moment(seen[1][1]) for seen in run.views.values())
+    site = {e["order_id"] for e in run.first_paid if "partner" not in e and not run.views[e["openid"]]}
+    figures = run.truth.orders.figures()
+    assert site and figures[NO_PARTNER]["orders_self"] == len(site)
+    assert sum(row["orders_self"] for row in figures.values()) == len(run.by_order)
+
+
+def test_simulated_payments_arrive_late_and_twice_and_refunds_before_their_payment():
+    run = simulated_run()
+    # Late: a payment first sent after events of later places in the stream and with a later ts.
+    late, latest_place, latest_ts, seen = [], -1, None, set()
+    for event in run.events:
+        event_id = event.get("event_id", "")
+        place = int(event_id.split("-")[3]) if event_id.startswith("sim-") else -1
+        if event.get("status") == "paid" and event["order_id"] not in seen:
+            seen.add(event["order_id"])
+            if place < latest_place:
+                late.append(moment(event) < latest_ts)
+        latest_place = max(latest_place, place)
+        latest_ts = max(latest_ts or moment(event), moment(event)) if "ts" in event else latest_ts
+    assert late and all(late)
+    # Repeated: a payment sent twice under its event id; another order paid a second time under a new one.
+    ids = Counter(e["event_id"] for e in run.orders)
+    twice = [i for i, n in ids.items() if n == 2]
+    assert twice and max(ids.values()) == 2
+    assert all(next(e for e in run.orders if e["event_id"] == i)["status"] == "paid" for i in twice)
+    assert any(
+        len({e["event_id"] for _, e in rows if e["status"] == "paid"}) == 2 for rows in run.by_order.values()
+    )
+    assert any(rows[0][1]["status"] == "refunded" for rows in run.by_order.values())
+
+
+def test_simulated_orders_are_partly_refunded_and_cancelled():
+    run = simulated_run()
+    ends = Counter()
+    for rows in run.by_order.values():
+        first_paid = next(e for _, e in rows if e["status"] == "paid")
+        refunds = [e for _, e in rows if e["status"] != "paid"]
         if refunds and refunds[-1]["status"] == "cancelled":
             assert sum(r["amount"] for r in refunds) == first_paid["amount"]  # the rest, with its amount
-            refunded["cancelled"] += 1
+            ends["cancelled"] += 1
+            ends["cancelled after a part refund"] += len(refunds) == 2
         elif refunds:
             assert {r["status"] for r in refunds} == {"refunded"}
-            refunded["partly"] += 1
-    assert refunded["partly"] and refunded["cancelled"]
-    figures = truth.orders.figures()
-    assert sum(row["orders_self"] for row in figures.values()) == len(by_order)
-    assert figures[NO_PARTNER]["orders_self"] == len(site)
+            ends["partly refunded"] += 1
+    assert ends["partly refunded"] and ends["cancelled"] and ends["cancelled after a part refund"]
+
+
+def test_live_simulated_orders_fall_in_the_minutes_before_now():
+    create_tree()
+    now = timezone.now()
+    values, truth = simulate_events(
+        events=200, day=local_day(now), users=40, until=now, rate=20, orders_share=0.2
+    )
+    orders = [e for e in parsed(values) if e.get("type") == "order"]
+    assert len({e["order_id"] for e in orders}) == len(truth.orders.orders) > 10
+    # 200 events at 20 a second end now; an order's events spread over up to 10 minutes before its place.
+    assert all(now - dt.timedelta(minutes=10, seconds=10) <= moment(e) <= now for e in orders)
 
 
 def test_the_order_truth_on_a_small_case_worked_by_hand():
@@ -224,8 +272,9 @@ def test_simulate_prints_the_orders_truth_and_writes_it_as_json(tmp_path, capsys
     assert written["currency"] == "CNY"
     header = out.index("orders in CNY minor units:")
     assert out[header + 1].split() == ["partner", *next(iter(written["partners"].values()))]
-    for line in out[header + 2 : -1]:
-        code, *numbers = line.split()
+    rows = [line.split() for line in out[header + 2 : -1]]
+    assert [code for code, *_ in rows] == list(written["partners"])
+    for code, *numbers in rows:
         assert list(map(int, numbers)) == list(written["partners"][code].values())
     assert out[-1].endswith(f" orders) to file:{tmp_path / 'events.jsonl'}")
 
