@@ -26,10 +26,13 @@ from stats.devtools.order_truth import (
     split_commission,
     to_reporting,
 )
+from stats.devtools.producer import write_to_file
 from stats.devtools.simulate import GroundTruth, simulate_events
+from stats.jobs.flush import flush
 from stats.keys import NO_PARTNER
-from stats.pipeline.consumer import StopFlag
-from tests.factories import at, create_tree
+from stats.models import DailyStat
+from stats.pipeline.consumer import StopFlag, consume_file
+from tests.factories import at, create_tree, hll_estimate_of
 
 pytestmark = pytest.mark.django_db
 
@@ -337,3 +340,18 @@ def test_the_demo_seed_loads_the_sample_rates_once_and_orders_where_they_are_cou
     assert [call["orders_share"] for call in calls] == [0.05, 0.05]
     assert 15 <= len(order_ids(calls)) <= 70
     assert seed_demo(events=600, files=tmp_path)[2] == "exchange rates: 2 kept"
+
+
+def test_the_page_view_truth_still_holds_with_orders_and_their_buyers_views(tmp_path):
+    create_tree()
+    now = timezone.now()
+    day = local_day(now)
+    values, truth = simulate_events(events=800, day=day, users=60, until=now, seed=5, orders_share=0.2)
+    write_to_file(tmp_path / "events.jsonl", values)
+    consume_file(tmp_path / "events.jsonl", batch_size=200, stop=StopFlag())
+    flush(include_open=True)
+    rows = {(r.partner.code if r.partner else NO_PARTNER): r for r in DailyStat.objects.filter(date=day)}
+    assert {code: (row.pv, row.uv) for code, row in rows.items()} == {
+        code: (truth.pv[code], hll_estimate_of(truth.users[code])) for code in truth.pv
+    }
+    assert sum(truth.pv.values()) > 800 * 0.7  # the buyers' views among them
