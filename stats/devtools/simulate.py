@@ -80,21 +80,25 @@ class OrderMaker:
     (a late payment, a duplicate, a second ``paid``) collect in ``tail``.
     """
 
+    truth: GroundTruth
+    span: tuple[dt.datetime, dt.datetime] | None
+
     def __init__(
-        self,
-        *,
-        prefix: str,
-        rng: random.Random,
-        lineages: list[Lineage],
-        weights: list[float],
-        truth: GroundTruth,
-        span: tuple[dt.datetime, dt.datetime] | None,
+        self, *, prefix: str, rng: random.Random, lineages: list[Lineage], weights: list[float]
     ) -> None:
-        self.prefix, self.rng, self.truth, self.span = prefix, rng, truth, span
-        self.lineages, self.weights = lineages, weights
+        self.prefix, self.rng, self.lineages, self.weights = prefix, rng, lineages, weights
         self.made = rng.randrange(len(LIFECYCLES) * len(ATTRIBUTIONS) * len(CURRENCIES))
         self.tail: list[bytes] = []
         self.last_buyer: str | None = None
+
+    def start(self, *, truth: GroundTruth, span: tuple[dt.datetime, dt.datetime] | None, rates: Path) -> None:
+        """Note orders in ``truth``, converted by the ``rates`` CSV; place them in ``span`` (None: live)."""
+        self.truth, self.span = truth, span
+        truth.orders = OrderTruth(
+            terms=CommissionTerms.from_settings(),
+            rates=read_rates(rates),
+            partner_bp=dict(Partner.objects.values_list("code", "commission_bp")),
+        )
 
     def moments(self, ts: dt.datetime, count: int) -> list[dt.datetime]:
         """Return ``count`` distinct rising moments of the day's span, or of the minutes before ``ts``."""
@@ -255,19 +259,9 @@ def simulate_events(
     values: list[bytes] = []
     maker = None
     if orders_share:
-        truth.orders = OrderTruth(
-            terms=CommissionTerms.from_settings(),
-            rates=read_rates(rates),
-            partner_bp=dict(Partner.objects.values_list("code", "commission_bp")),
-        )
-        maker = OrderMaker(
-            prefix=f"sim-{run}-{day:%Y%m%d}",
-            rng=rng,
-            lineages=lineages,
-            weights=weights,
-            truth=truth,
-            span=None if rate else (start, end),
-        )
+        span_of_orders = None if rate else (start, end)
+        maker = OrderMaker(prefix=f"sim-{run}-{day:%Y%m%d}", rng=rng, lineages=lineages, weights=weights)
+        maker.start(truth=truth, span=span_of_orders, rates=rates)
     for n in range(events):
         if progress and n and n % 100_000 == 0:
             progress(n)
