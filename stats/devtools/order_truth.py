@@ -82,11 +82,19 @@ def rate_on(rates: Rates, *, currency: str, day: dt.date, reporting: str) -> Dec
     return valid[-1]
 
 
+def exponent(currency: str) -> int:
+    """Return the ISO 4217 number of minor-unit digits of ``currency`` (ValueError: not a currency for money)."""
+    digits = iso4217.Currency(currency).exponent
+    if digits is None:
+        raise ValueError(f"{currency} has no minor unit: not a currency for money")
+    return digits
+
+
 def to_reporting(amount: int, *, currency: str, rate: Decimal, reporting: str) -> int:
     """Return ``amount`` minor units of ``currency`` in minor units of ``reporting``, rounded half up."""
     if currency == reporting:
         return amount
-    shift = iso4217.Currency(reporting).exponent - iso4217.Currency(currency).exponent
+    shift = exponent(reporting) - exponent(currency)
     exact = Decimal(amount) * rate * Decimal(10) ** shift
     return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
