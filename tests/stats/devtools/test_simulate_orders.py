@@ -202,6 +202,7 @@ def test_the_order_truth_on_a_small_case_worked_by_hand():
         SimulatedOrder("SO-2", "b-2", at("2026-11-21T11:00:00"), 1234, "JPY", explicit=None, refunds=[1]),
         SimulatedOrder("SO-3", "b-3", at("2026-11-21T11:30:00"), 1001, "CNY", explicit=None),
         SimulatedOrder("SO-4", "b-4", at("2026-11-21T11:00:00"), 2000, "CNY", explicit=None),
+        SimulatedOrder("SO-5", "b-1", at("2026-11-21T13:00:00"), 300, "CNY", explicit=p1a1),
     ]
     # SO-1: paid 1999 US cents × 7.1 = 14192.9 → 14193 fen, refunded 500 × 7.1 = 3550, net 10643; P1A1 is on
     #   level 3 (200 bp): 212.86 → 213, split 8000/1500/500 = 170.4/31.95/10.65 → 170 + 32 + 11 (the two
@@ -209,12 +210,14 @@ def test_the_order_truth_on_a_small_case_worked_by_hand():
     # SO-2: by the later view (P1A): 1234 yen × 0.048 = 59.232 CNY → 5923 fen, refunded 1 yen → 4.8 → 5, net
     #   5918; P1A's own 450 bp: 266.31 → 266; a chain of two: P1A 8000 + 500, P1 1500: 226.1 + 39.9 → 226 + 40.
     # SO-3 and SO-4: the site's: 1001 + 2000 fen.
+    # SO-5: SO-1's buyer again, 300 fen at 200 bp: 6, split 4.8/0.9/0.3 → 4/0/0 and the two units left to the
+    #   remainders .9 (P1A) and .8 (P1A1): 5 + 1 + 0.
     zero = {"commission": 0}
     assert truth.figures() == {
         NO_PARTNER: figures(2, 2, 3001, 0, self_too=True) | zero,
-        "P1": figures(2, 2, 20116, 3555) | {"commission": 11 + 40},
-        "P1A": figures(2, 2, 20116, 3555) | self_figures(1, 1, 5923, 5) | {"commission": 32 + 226},
-        "P1A1": figures(1, 1, 14193, 3550, self_too=True) | {"commission": 170},
+        "P1": figures(3, 2, 20416, 3555) | {"commission": 11 + 40 + 0},
+        "P1A": figures(3, 2, 20416, 3555) | self_figures(1, 1, 5923, 5) | {"commission": 32 + 226 + 1},
+        "P1A1": figures(2, 1, 14493, 3550, self_too=True) | {"commission": 170 + 5},
     }
 
 
