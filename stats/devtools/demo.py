@@ -8,11 +8,14 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
+from io import StringIO
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command, get_commands
 from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import ResponseError
@@ -21,6 +24,7 @@ from cpsproject.common.timeutil import day_bounds, local_day
 from partners.models import Partner
 from partners.services import partners_import_csv
 from stats.conf import stats_setting
+from stats.devtools.order_truth import SAMPLE_RATES, read_rates
 from stats.devtools.producer import write_to_file
 from stats.devtools.simulate import simulate_events
 from stats.jobs.flush import flush
@@ -29,6 +33,7 @@ from stats.models import DailyStat
 from stats.pipeline.consumer import StopFlag, consume_file
 from stats.pipeline.ingest import BatchResult, Message, PartnerDirectory, process_batch, stored_offsets
 from stats.pipeline.metrics import counted_events
+from stats.pipeline.registry import event_types
 from stats.read.selectors import site_days
 
 logger = logging.getLogger(__name__)
@@ -40,6 +45,8 @@ DEMO_EVENTS = 50_000
 # events/s, a fifth of it with a partner), and a login every couple of seconds.
 LIVE_RATE = 20.0
 LIVE_LOGINS_PER_MINUTE = 30.0
+LIVE_ORDERS_PER_MINUTE = 15.0  # an order every few seconds, a refund now and then
+DEMO_ORDERS_SHARE = 0.05  # of the seeded days' events
 LIVE_SOURCE = "demo:live"  # where the live traffic's offsets are stored, like a Kafka topic's
 LOGIN_USERS = 3000  # user ids 1..LOGIN_USERS, so the same users come back on other days
 LOGIN_DAYS = 7  # the seeded login history: as far back as CPS_MAX_LATENESS_SECONDS lets events in
@@ -66,11 +73,41 @@ def login_values(
     return values
 
 
+def orders_counted() -> bool:
+    """Whether this installation counts order events (a feature registered the ``order`` type)."""
+    return "order" in event_types()
+
+
+def _seed_rates() -> str:
+    """Load ``sample/rates.csv`` when the installation keeps exchange rates and has none yet."""
+    if not apps.is_installed("conversions"):
+        return "exchange rates: not kept by this installation"
+    # Looked up by name: stats never imports conversions, and the demo only fills its table.
+    exchange_rate = apps.get_model("conversions", "ExchangeRate")
+    if exchange_rate.objects.exists():
+        return f"exchange rates: {exchange_rate.objects.count()} kept"
+    if "import_rates" in get_commands():
+        call_command("import_rates", str(SAMPLE_RATES), stdout=StringIO())
+    else:
+        exchange_rate.objects.bulk_create(
+            exchange_rate(currency=currency, valid_from=valid_from, rate=rate)
+            for currency, rows in read_rates(SAMPLE_RATES).items()
+            for valid_from, rate in rows
+        )
+    return f"exchange rates: {exchange_rate.objects.count()} loaded now from {SAMPLE_RATES.name}"
+
+
 def _replay(*, day: dt.date, events: int, until: dt.datetime | None, files: Path) -> BatchResult:
-    """Simulate a day's traffic and count it the way production does, replayed from a file."""
+    """Simulate a day's traffic (orders too, where counted) and count it the way production does, from a file."""
     path = files / f"demo-events-{day:%Y%m%d}.jsonl"
     logger.info("simulating %d events of %s and consuming them", events, day)
-    values, _ = simulate_events(events=events, day=day, users=max(events // 6, 1), until=until)
+    values, _ = simulate_events(
+        events=events,
+        day=day,
+        users=max(events // 6, 1),
+        until=until,
+        orders_share=DEMO_ORDERS_SHARE if orders_counted() else 0.0,
+    )
     write_to_file(path, values)
     return consume_file(path, batch_size=2000, stop=StopFlag())
 
@@ -152,6 +189,7 @@ def seed_demo(*, events: int = DEMO_EVENTS, files: Path | None = None) -> list[s
     lines = [
         f"partners: {Partner.objects.count()} ({loaded} loaded now)",
         f"superuser {DEMO_USER[0]}/{DEMO_USER[1]}: {superuser}",
+        _seed_rates(),
         _redis_line(counted),
     ]
     if not DailyStat.objects.filter(date=yesterday).exists():
@@ -187,6 +225,7 @@ def live_traffic(
     *,
     rate: float = LIVE_RATE,
     logins_per_minute: float = LIVE_LOGINS_PER_MINUTE,
+    orders_per_minute: float | None = None,
     bot_share: float = 0.02,
     stop: StopFlag,
     ticks: int | None = None,
@@ -196,7 +235,10 @@ def live_traffic(
     """Count page views and logins as they happen, one batch per tick, until ``stop`` (or ``ticks`` ticks).
 
     Each tick holds ``rate * tick_seconds`` page views with timestamps over the tick just ended, drawn as
-    ``simulate`` draws them, and on average ``logins_per_minute / 60 * tick_seconds`` logins. They go through
+    ``simulate`` draws them, and on average ``logins_per_minute / 60 * tick_seconds`` logins and
+    ``orders_per_minute / 60 * tick_seconds`` orders in their place (default ``LIVE_ORDERS_PER_MINUTE`` where
+    order events are counted, else none; orders as ``simulate`` makes them: refunded now and then, some sent
+    late or twice; their buyers' views come with them). They go through
     the pipeline as a consumer counts them (archive, counters, series, rankings, login bitmaps), from the
     source ``LIVE_SOURCE`` whose offset is stored with the counters.
     """
@@ -204,6 +246,9 @@ def live_traffic(
     offset = stored_offsets(group=group, source=LIVE_SOURCE).get(0, 0)
     rng, run = random.Random(), secrets.token_hex(4)
     views_per_tick = max(round(rate * tick_seconds), 1)
+    if orders_per_minute is None:
+        orders_per_minute = LIVE_ORDERS_PER_MINUTE if orders_counted() else 0.0
+    orders_share = min(orders_per_minute / 60 * tick_seconds / views_per_tick, 1.0)
     carried_logins = 0.0
     tick = 0
     while not stop.is_set() and (ticks is None or tick < ticks):
@@ -217,6 +262,7 @@ def live_traffic(
             until=now,
             bad_share=0,
             bot_share=bot_share,
+            orders_share=orders_share,
         )
         carried_logins += logins_per_minute / 60 * tick_seconds
         logins, carried_logins = int(carried_logins), carried_logins - int(carried_logins)

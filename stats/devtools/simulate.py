@@ -8,9 +8,12 @@ import secrets
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cpsproject.common.timeutil import day_bounds, local_day
+from partners.models import Partner
 from partners.selectors import Lineage, partner_lineages
+from stats.devtools.order_truth import SAMPLE_RATES, CommissionTerms, OrderTruth, SimulatedOrder, read_rates
 from stats.keys import NO_PARTNER
 
 logger = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ class GroundTruth:
     users: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     users_self: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     bad: int = 0
+    orders: OrderTruth = field(default_factory=OrderTruth)
 
     def add_view(self, lineage: Lineage | None, openid: str, *, bot: bool) -> None:
         own = lineage.code if lineage else NO_PARTNER
@@ -59,6 +63,157 @@ class GroundTruth:
         return lines
 
 
+# How simulated orders go wrong, in turn: each order gets the next way, so a few dozen orders hold every one.
+LIFECYCLES = ("plain", "late", "duplicate", "second_paid", "refund_first", "partial", "cancelled")
+ATTRIBUTIONS = ("view", "explicit", "none")
+CURRENCIES = ("CNY", "USD", "JPY")
+ORDER_AMOUNTS = {"CNY": (100, 100_000), "USD": (100, 20_000), "JPY": (100, 50_000)}  # minor units
+# With ``rate`` (live traffic) an order's views, payment and refunds fall in the minutes before its moment.
+LIVE_ORDER_SPAN = dt.timedelta(minutes=10)
+
+
+class OrderMaker:
+    """Write simulated orders as order events (and their buyers' page views) and note them in the truth.
+
+    Attribution is made unambiguous: a buyer's views are sent before any order of theirs, and a buyer who
+    comes back (explicit orders, every other one) gets no new view. Messages to arrive after everything else
+    (a late payment, a duplicate, a second ``paid``) collect in ``tail``.
+    """
+
+    truth: GroundTruth
+    span: tuple[dt.datetime, dt.datetime] | None
+
+    def __init__(
+        self, *, prefix: str, rng: random.Random, lineages: list[Lineage], weights: list[float]
+    ) -> None:
+        self.prefix, self.rng, self.lineages, self.weights = prefix, rng, lineages, weights
+        self.made = rng.randrange(len(LIFECYCLES) * len(ATTRIBUTIONS) * len(CURRENCIES))
+        self.tail: list[bytes] = []
+        self.last_buyer: str | None = None
+
+    def start(self, *, truth: GroundTruth, span: tuple[dt.datetime, dt.datetime] | None, rates: Path) -> None:
+        """Note orders in ``truth``, converted by the ``rates`` CSV; place them in ``span`` (None: live)."""
+        self.truth, self.span = truth, span
+        truth.orders = OrderTruth(
+            terms=CommissionTerms.from_settings(),
+            rates=read_rates(rates),
+            partner_bp=dict(Partner.objects.values_list("code", "commission_bp")),
+        )
+
+    def moments(self, ts: dt.datetime, count: int) -> list[dt.datetime]:
+        """Return ``count`` distinct rising moments of the day's span, or of the minutes before ``ts``."""
+        start, end = self.span or (ts - LIVE_ORDER_SPAN, ts)
+        span_ms = max(int((end - start).total_seconds() * 1000), count)
+        return [
+            start + dt.timedelta(milliseconds=ms) for ms in sorted(self.rng.sample(range(span_ms), count))
+        ]
+
+    def view(self, n: int, name: str, openid: str, ts: dt.datetime, lineage: Lineage) -> bytes:
+        self.truth.add_view(lineage, openid, bot=False)
+        self.truth.orders.add_partner_view(openid, ts, lineage)
+        event = {
+            "event_id": f"{self.prefix}-{n}-{name}",
+            "type": "pv",
+            "ts": ts.isoformat(timespec="milliseconds"),
+            "openid": openid,
+            "url": f"/item?id={n % 50}",
+            "ua": HUMAN_UA,
+            "ip": f"203.0.113.{n % 250}",
+            "partner": lineage.code,
+        }
+        return json.dumps(event, separators=(",", ":")).encode()
+
+    def event(self, order: SimulatedOrder, name: str, status: str, amount: int, ts: dt.datetime) -> bytes:
+        event = {
+            "event_id": f"{self.prefix}-{order.order_id.rsplit('-', 1)[1]}-{name}",
+            "type": "order",
+            "ts": ts.isoformat(timespec="milliseconds"),
+            "order_id": order.order_id,
+            "openid": order.openid,
+            "status": status,
+            "amount": amount,
+            "currency": order.currency,
+        }
+        if status == "paid" and order.explicit is not None:
+            event["partner"] = order.explicit.code
+        return json.dumps(event, separators=(",", ":")).encode()
+
+    def make(self, n: int, ts: dt.datetime) -> list[bytes]:
+        """Return the messages of one new order in the stream's place ``n`` (its late ones go to ``tail``)."""
+        rng, turn = self.rng, self.made
+        self.made += 1
+        how = ATTRIBUTIONS[turn % len(ATTRIBUTIONS)] if self.lineages else "none"
+        currency = CURRENCIES[turn // len(ATTRIBUTIONS) % len(CURRENCIES)]
+        first_view, last_view, paid_at, *after = self.moments(ts, 6)
+        comes_back = how == "explicit" and self.last_buyer is not None and turn % 2 == 0
+        openid = self.last_buyer if comes_back else f"b-{self.prefix.removeprefix('sim-')}-{n}"
+        assert openid is not None
+        self.last_buyer = openid
+        messages = []
+        if how in ("view", "explicit") and not comes_back:
+            early, late = (rng.choices(self.lineages, self.weights)[0] for _ in range(2))
+            # The later view is sent first: the buyer's last view by ``ts`` wins, whatever the arrival order.
+            messages.append(self.view(n, "v2", openid, last_view, late))
+            if how == "view":
+                messages.append(self.view(n, "v1", openid, first_view, early))
+        explicit = rng.choices(self.lineages, self.weights)[0] if how == "explicit" else None
+        low, high = ORDER_AMOUNTS[currency]
+        order = SimulatedOrder(
+            order_id=f"SO-{self.prefix.removeprefix('sim-')}-{n}",
+            openid=openid,
+            paid_at=paid_at,
+            amount=rng.randrange(low, high),
+            currency=currency,
+            explicit=explicit,
+        )
+        self.truth.orders.orders.append(order)
+        return messages + self.lifecycle(order, LIFECYCLES[turn % len(LIFECYCLES)], after)
+
+    def lifecycle(self, order: SimulatedOrder, kind: str, after: list[dt.datetime]) -> list[bytes]:
+        """Return the order's payment and refunds in the order ``kind`` sends them."""
+        rng, amount = self.rng, order.amount
+        paid = self.event(order, "paid", "paid", amount, order.paid_at)
+        if kind == "late":
+            self.tail.append(paid)
+            return []
+        if kind == "duplicate":
+            self.tail.append(paid)
+        elif kind == "second_paid":
+            self.tail.append(self.event(order, "paid2", "paid", amount + 100, after[0]))
+        elif kind == "refund_first":
+            order.refunds = [rng.randrange(1, amount)]
+            return [self.event(order, "r1", "refunded", order.refunds[0], after[0]), paid]
+        elif kind == "partial":
+            order.refunds = [rng.randrange(1, amount // 2)]
+            if rng.random() < 0.5:
+                order.refunds.append(rng.randrange(1, amount - order.refunds[0]))
+            return [paid] + [
+                self.event(order, f"r{i + 1}", "refunded", part, after[i])
+                for i, part in enumerate(order.refunds)
+            ]
+        elif kind == "cancelled":
+            order.refunds = [self.matching_refund(order)] if rng.random() < 0.5 else []
+            refunds = [self.event(order, "r1", "refunded", part, after[0]) for part in order.refunds]
+            order.refunds.append(amount - sum(order.refunds))
+            return [paid, *refunds, self.event(order, "cancel", "cancelled", order.refunds[-1], after[2])]
+        return [paid]
+
+    def matching_refund(self, order: SimulatedOrder) -> int:
+        """Return a part refund after which the rest converts to exactly what is left in the reporting currency.
+
+        So a cancellation leaves a net of 0 whether its reporting amount is taken as the rest converted or as
+        what was paid less what was refunded, both in the reporting currency.
+        """
+        for _ in range(1000):
+            part = self.rng.randrange(1, order.amount)
+            paid, part_rep, rest = self.truth.orders.reporting_amounts(
+                order, [order.amount, part, order.amount - part]
+            )
+            if paid - part_rep == rest:
+                return part
+        raise ValueError(f"no part refund of {order.amount} {order.currency} converts without a rounding gap")
+
+
 def simulate_events(
     *,
     events: int,
@@ -72,6 +227,8 @@ def simulate_events(
     until: dt.datetime | None = None,
     rate: float | None = None,
     progress: Callable[[int], None] | None = None,
+    orders_share: float = 0.0,
+    rates: Path = SAMPLE_RATES,
 ) -> tuple[list[bytes], GroundTruth]:
     """Return ``events`` message values spread over ``day`` (up to ``until``) and their exact ground truth.
 
@@ -80,6 +237,10 @@ def simulate_events(
 
     Partners are drawn Zipf-like (the first partners get most traffic); users from a pool of ``users``. A
     ``seed`` makes the values (event ids included) the same on every run; without one, no two runs share an id.
+
+    With ``orders_share``, that share of the events are orders instead (``OrderMaker``: each order is a few
+    messages, its buyer's page views included), in the currencies of the ``rates`` CSV, their truth in
+    ``truth.orders``. At 0 nothing else changes: the same seed gives the same values as without orders.
     """
     # Without a seed every run draws other traffic under other event ids: the archive keeps one event per id,
     # so a second run reusing the ids would be counted live, then dropped by reconcile as duplicates.
@@ -96,6 +257,11 @@ def simulate_events(
     span = max(1, int((end - start).total_seconds()) - 1)
     truth = GroundTruth()
     values: list[bytes] = []
+    maker = None
+    if orders_share:
+        span_of_orders = None if rate else (start, end)
+        maker = OrderMaker(prefix=f"sim-{run}-{day:%Y%m%d}", rng=rng, lineages=lineages, weights=weights)
+        maker.start(truth=truth, span=span_of_orders, rates=rates)
     for n in range(events):
         if progress and n and n % 100_000 == 0:
             progress(n)
@@ -107,6 +273,9 @@ def simulate_events(
             bad = rng.choice(BAD_EVENTS)
             values.append(bad % int(ts.timestamp() * 1000) if b"%d" in bad else bad)
             truth.bad += 1
+            continue
+        if maker is not None and rng.random() < orders_share:
+            values += maker.make(n, ts)
             continue
         lineage = None
         if lineages and rng.random() >= unattributed_share:
@@ -126,5 +295,7 @@ def simulate_events(
         if lineage:
             event["partner"] = lineage.code
         values.append(json.dumps(event, separators=(",", ":")).encode())
+    if maker is not None:
+        values += maker.tail
     assert rate or local_day(start) == day
     return values, truth

@@ -1,12 +1,14 @@
 import datetime as dt
+import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, no_translations
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
+from stats.devtools.order_truth import SAMPLE_RATES
 from stats.devtools.producer import BrokerUnavailable, kafka_producer, send_to_kafka, write_to_file
-from stats.devtools.simulate import simulate_events
+from stats.devtools.simulate import GroundTruth, simulate_events
 
 
 class Command(BaseCommand):
@@ -29,6 +31,19 @@ class Command(BaseCommand):
             help="live traffic: timestamps rise at RATE events per second, the last one now "
             "(default: random moments of --date)",
         )
+        parser.add_argument(
+            "--orders-share",
+            type=float,
+            default=0.0,
+            help="this share of the events are orders (late, repeated, out of order, refunded, in three "
+            "currencies), with their truth printed (default: 0, page views only)",
+        )
+        parser.add_argument(
+            "--rates",
+            default=str(SAMPLE_RATES),
+            help="currency,valid_from,rate CSV the orders' truth converts by",
+        )
+        parser.add_argument("--truth", help="also write the orders' truth to this JSON file")
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(
@@ -41,12 +56,19 @@ class Command(BaseCommand):
         to: str,
         seed: int | None,
         rate: float | None,
+        orders_share: float,
+        rates: str,
+        truth: str | None,
         **options,
     ) -> None:
         if events < 1 or users < 1:
             raise CommandError("--events and --users must be at least 1")
         if rate is not None and not rate > 0:
             raise CommandError(f"--rate must be a positive number of events per second, not {rate}")
+        if not 0 <= orders_share <= 1:
+            raise CommandError(f"--orders-share must be from 0 to 1, not {orders_share}")
+        if orders_share and not Path(rates).is_file():
+            raise CommandError(f"--rates {rates}: no such file")
         now = timezone.now()
         try:
             day = dt.date.fromisoformat(date) if date else local_day(now)
@@ -64,16 +86,21 @@ class Command(BaseCommand):
         def progress(done: int) -> None:
             self.stderr.write(f"generated {done}/{events} events")
 
-        values, truth = simulate_events(
-            events=events,
-            day=day,
-            users=users,
-            partners=partners,
-            seed=seed,
-            until=now,
-            rate=rate,
-            progress=progress,
-        )
+        try:
+            values, expected = simulate_events(
+                events=events,
+                day=day,
+                users=users,
+                partners=partners,
+                seed=seed,
+                until=now,
+                rate=rate,
+                progress=progress,
+                orders_share=orders_share,
+                rates=Path(rates),
+            )
+        except ValueError as exc:  # a rates file that does not convert the simulated orders
+            raise CommandError(f"--rates {rates}: {exc}") from exc
         if producer is not None:
             send_to_kafka(
                 values,
@@ -82,6 +109,24 @@ class Command(BaseCommand):
             )
         else:
             write_to_file(Path(to.removeprefix("file:")), values)
-        for line in truth.table():
+        self.print_truth(expected, truth_file=truth)
+        orders = len(expected.orders.orders)
+        of_orders = f", {orders} orders" if orders else ""
+        self.stdout.write(
+            f"{len(values)} events ({expected.bad} bad, {sum(expected.bot_pv.values())} bot{of_orders}) to {to}"
+        )
+
+    def print_truth(self, expected: GroundTruth, *, truth_file: str | None) -> None:
+        """Print the page views' truth, then the orders' if there are any (also to ``truth_file`` as JSON)."""
+        for line in expected.table():
             self.stdout.write(line)
-        self.stdout.write(f"{len(values)} events ({truth.bad} bad, {sum(truth.bot_pv.values())} bot) to {to}")
+        if expected.orders.orders:
+            self.stdout.write(f"orders in {expected.orders.terms.reporting_currency} minor units:")
+            for line in expected.orders.table():
+                self.stdout.write(line)
+        if truth_file:
+            figures = {
+                "currency": expected.orders.terms.reporting_currency,
+                "partners": expected.orders.figures(),
+            }
+            Path(truth_file).write_text(json.dumps(figures, indent=1), encoding="utf-8")

@@ -33,7 +33,13 @@ def test_live_traffic_counts_views_and_logins_tick_by_tick_and_resumes_its_offse
     before = human_views_last_minutes()
     # 50 views/s over ticks of 0.2 s: 10 views a tick; 600 logins/min: 2 a tick.
     result = live_traffic(
-        rate=50, logins_per_minute=600, bot_share=0, stop=StopFlag(), ticks=3, tick_seconds=0.2
+        rate=50,
+        logins_per_minute=600,
+        orders_per_minute=0,
+        bot_share=0,
+        stop=StopFlag(),
+        ticks=3,
+        tick_seconds=0.2,
     )
     assert (result.counted, dict(result.dead)) == (3 * (10 + 2), {})
     assert human_views_last_minutes() - before == 30
@@ -42,7 +48,13 @@ def test_live_traffic_counts_views_and_logins_tick_by_tick_and_resumes_its_offse
     assert 1 <= logins_on(today) + logins_on(today - dt.timedelta(days=1)) <= 6
     # A second run reads on from the offset stored with the counters: nothing is refused as already counted.
     again = live_traffic(
-        rate=50, logins_per_minute=0, bot_share=0, stop=StopFlag(), ticks=1, tick_seconds=0.2
+        rate=50,
+        logins_per_minute=0,
+        orders_per_minute=0,
+        bot_share=0,
+        stop=StopFlag(),
+        ticks=1,
+        tick_seconds=0.2,
     )
     assert (again.counted, again.stale) == (10, {})
 
