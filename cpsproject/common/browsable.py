@@ -46,11 +46,15 @@ PAGES: dict[str, tuple[Promise, Promise]] = {
     "Counts": (_("DAU, WAU and MAU"), _("Daily, weekly and monthly active users of one user type on a day.")),
     "Partner Conversions": (
         _("Conversions of a partner"),
-        _("Orders, buyers, money and commission per business day (?start=&end=), subtree and own, with the total."),
+        _(
+            "Orders, buyers, money and commission per business day (?start=&end=), subtree and own, with the total."
+        ),
     ),
     "Orders": (
         _("Orders"),
-        _("The orders paid within the range (?start=&end=), newest first; ?partner= keeps one partner's subtree."),
+        _(
+            "The orders paid within the range (?start=&end=), newest first; ?partner= keeps one partner's subtree."
+        ),
     ),
     "Partner Statements": (
         _("Statements of a partner"),

@@ -22,28 +22,44 @@ PERMISSIONS = [
     ("partners", "view_partner"),
 ]
 
+# Money is a second group: who reads traffic need not read what partners are paid (finance does both). Held
+# refunds stay outside, as dead letters do: they keep the raw event with the buyer's openid.
+CONVERSIONS_GROUP_NAME = gettext_noop("conversions viewers")
+CONVERSIONS_PERMISSIONS = [
+    ("conversions", "view_order"),
+    ("conversions", "view_orderevent"),
+    ("conversions", "view_ledgerentry"),
+    ("conversions", "view_statement"),
+    ("conversions", "view_exchangerate"),
+    ("conversions", "view_monthclose"),
+    ("partners", "view_partner"),
+]
 
-def group_names() -> list[str]:
+
+def group_names(group_name: str = GROUP_NAME) -> list[str]:
     """Return the group's name in the installation's language first, then in every other language."""
     names = []
     for code in [settings.LANGUAGE_CODE, *(code for code, _label in settings.LANGUAGES)]:
         with translation.override(code):
-            name = gettext(GROUP_NAME)
+            name = gettext(group_name)
         if name not in names:
             names.append(name)
     return names
 
 
-def ensure_statistics_viewers(*, group_model, permission_model):
-    """Return the group (created if missing) holding exactly ``PERMISSIONS`` among others it may have been given.
+def ensure_statistics_viewers(
+    *, group_model, permission_model, group_name: str = GROUP_NAME, permissions=PERMISSIONS
+):
+    """Return the group (created if missing) holding exactly ``permissions`` among others it may have been given.
 
-    Takes the models as arguments so that a migration passes its historical ones.
+    Takes the models as arguments so that a migration passes its historical ones; the conversions viewers are
+    made by the same function with their own name and permissions.
     """
-    names = group_names()
+    names = group_names(group_name)
     group = group_model.objects.filter(name__in=names).order_by("id").first()
     if group is None:
         group = group_model.objects.create(name=names[0])
-    for app_label, codename in PERMISSIONS:
+    for app_label, codename in permissions:
         group.permissions.add(
             permission_model.objects.get(content_type__app_label=app_label, codename=codename)
         )

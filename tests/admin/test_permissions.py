@@ -129,3 +129,30 @@ def test_the_header_links_to_the_dashboard_and_not_to_a_missing_site(admin_clien
     assert '<a href="/admin/">Dashboard</a>' in html
     assert "View site" not in html
     assert admin_client.get("/").status_code == 404  # the page "View site" used to lead to
+
+
+@pytest.mark.parametrize(("language", "name"), [("zh-hans", "转化查看者"), ("en", "conversions viewers")])
+def test_the_conversions_viewers_group_opens_the_money_pages_and_only_them(settings, language, name):
+    settings.LANGUAGE_CODE = language
+    Group.objects.all().delete()
+    migration = importlib.import_module("conversions.migrations.0002_conversions_viewers_group")
+    migration.create_group(apps, None)
+    migration.create_group(apps, None)
+    (group,) = Group.objects.all()
+    assert group.name == name
+    staff = staff_client(viewer=False)
+    user = staff.session.get("_auth_user_id")
+    group.user_set.add(user)
+    for url in (
+        "/admin/conversions/order/",
+        "/admin/conversions/ledgerentry/",
+        "/admin/conversions/statement/",
+        "/admin/conversions/exchangerate/",
+        "/api/v1/orders/",
+        "/api/v1/partners/A/conversions/",
+        "/api/v1/partners/A/statements/",
+    ):
+        assert staff.get(url).status_code == 200, url
+    # Traffic stays the statistics viewers'; held refunds keep the buyer's raw event, like dead letters.
+    for url in ("/admin/stats/dailystat/", "/api/v1/partners/A/stats/", "/admin/conversions/heldrefund/"):
+        assert staff.get(url).status_code == 403, url
