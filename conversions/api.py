@@ -41,6 +41,7 @@ from conversions.serializers import ConversionsQuery, OrdersQuery, StatementsQue
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
 from cpsproject.common.params import Pagination, error_responses, query
 from cpsproject.common.timeutil import local_day, to_local
+from cpsproject.common.viewers import CONVERSIONS_GROUP_NAME
 from partners.permissions import IsStaffOrPortal, get_visible_partner, portal_partner
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
@@ -48,10 +49,12 @@ RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
 
 class ConversionReaders(IsStaffOrPortal):
     staff_perms = ("conversions.view_order", "conversions.view_ledgerentry")
+    staff_group = CONVERSIONS_GROUP_NAME
 
 
 class StatementReaders(IsStaffOrPortal):
     staff_perms = ("conversions.view_statement", "conversions.view_ledgerentry")
+    staff_group = CONVERSIONS_GROUP_NAME
 
 
 def _wants_csv(request: Request) -> bool:

@@ -13,6 +13,7 @@ from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from cpsproject.common.viewers import GROUP_NAME
 from partners.models import CODE_VALIDATOR, Partner, PortalAccount
 from partners.selectors import partner_subtree
 
@@ -71,6 +72,8 @@ class IsStaffOrPortal(BasePermission):
 
     message = gettext_lazy("Staff credentials or a partner portal token are required.")
     staff_perms: tuple[str, ...] = ()
+    # The group shipped with ``staff_perms`` (``cpsproject.common.viewers``), named in the refusal.
+    staff_group = GROUP_NAME
 
     def has_permission(self, request, view) -> bool:
         user = request.user
@@ -79,8 +82,11 @@ class IsStaffOrPortal(BasePermission):
         if user.is_staff:
             if not user.has_perms(self.staff_perms):
                 self.message = gettext(
-                    "Staff need the permissions %(perms)s (the “statistics viewers” group holds them)."
-                ) % {"perms": ", ".join(self.staff_perms)}
+                    "Staff need the permissions %(perms)s (the “%(group)s” group holds them)."
+                ) % {
+                    "perms": ", ".join(self.staff_perms),
+                    "group": gettext(self.staff_group),
+                }
                 return False
             return True
         return portal_partner(user) is not None

@@ -156,3 +156,13 @@ def test_the_conversions_viewers_group_opens_the_money_pages_and_only_them(setti
     # Traffic stays the statistics viewers'; held refunds keep the buyer's raw event, like dead letters.
     for url in ("/admin/stats/dailystat/", "/api/v1/partners/A/stats/", "/admin/conversions/heldrefund/"):
         assert staff.get(url).status_code == 403, url
+
+
+def test_a_refused_money_read_names_the_group_that_holds_its_permissions():
+    staff = staff_client(viewer=True)
+    refused = staff.get("/api/v1/orders/")
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        "Staff need the permissions conversions.view_order, conversions.view_ledgerentry "
+        "(the “conversions viewers” group holds them)."
+    )
