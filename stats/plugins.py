@@ -10,31 +10,54 @@ takes the counter's Redis commands for one Kafka partition's events: ``writes.fe
 MULTI/EXEC as the partition's offset (so increments count exactly once; their keys must carry
 ``writes.tag``, the partition's hash tag), ``writes.idempotent`` ones just before it, in any slot.
 
+A feature that keeps its events in the database registers a recorder (``register_recorder("orders",
+event_type="order", record=record_orders)``, ``record(events, *, batch) -> [Refusal]``): after the archive and
+before the counters, it gets the batch's events of its type in ``ts`` order (and ``batch``, every event of the
+batch by type), writes them in one transaction, idempotently, and returns those it refuses (dead letters).
+
 A feature whose Redis keys changed layout between versions registers the function that moves them
 (``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
 consumer counts or a flush reads (``stats.jobs.layout``).
 """
 
 from stats.models import DeadLetter
-from stats.pipeline.events import Rejected
+from stats.pipeline.events import Rejected, identifier
 from stats.pipeline.registry import (
     CounterWrites,
     Envelope,
     Event,
+    Refusal,
     register_counter,
     register_event_type,
     register_layout_upgrade,
+    register_recorder,
 )
 
 Reason = DeadLetter.Reason
+
+
+def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw: bytes) -> None:
+    """Store a dead letter that no Kafka message carries any more (a held refund given up on): ``source``
+    names where it was kept and ``offset`` its id there, which make it unique."""
+    DeadLetter.objects.get_or_create(
+        source=source[:255],
+        partition=0,
+        offset=offset,
+        defaults={"reason": reason, "detail": detail[:500], "raw": raw},
+    )
+
 
 __all__ = [
     "CounterWrites",
     "Envelope",
     "Event",
     "Reason",
+    "Refusal",
     "Rejected",
+    "identifier",
     "register_counter",
     "register_event_type",
     "register_layout_upgrade",
+    "register_recorder",
+    "store_dead_letter",
 ]
