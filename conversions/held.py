@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 
 from django.db import transaction
+from django.utils.translation import ngettext
 
 from conversions.conf import conversion_setting
 from conversions.events import ParsedOrderEvent
@@ -78,11 +79,28 @@ def waiting_refunds(*, now: dt.datetime) -> tuple[int, int]:
     return waiting.count(), waiting.filter(ts__lt=cutoff).count()
 
 
-def settle_held_refunds(*, now: dt.datetime) -> tuple[int, int]:
+def held_refunds_health(now: dt.datetime) -> list[str]:
+    """The ``health`` line of refunds held longer than ``HELD_REFUND_DAYS`` (none once they are settled)."""
+    _, overdue = waiting_refunds(now=now)
+    if not overdue:
+        return []
+    days = conversion_setting("HELD_REFUND_DAYS")
+    return [
+        ngettext(
+            "%(count)d held refund has waited more than %(days)d days for its order",
+            "%(count)d held refunds have waited more than %(days)d days for their orders",
+            overdue,
+        )
+        % {"count": overdue, "days": days}
+    ]
+
+
+def settle_held_refunds(*, now: dt.datetime | None = None) -> tuple[int, int]:
     """Apply held refunds whose order is recorded now; give up on those older than ``HELD_REFUND_DAYS``.
 
     Return (applied, given up).
     """
+    now = now or dt.datetime.now(dt.UTC)
     applied = expired = 0
     cutoff = now - dt.timedelta(days=conversion_setting("HELD_REFUND_DAYS"))
     order_ids = set(

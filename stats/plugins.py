@@ -15,6 +15,9 @@ event_type="order", record=record_orders)``, ``record(events, *, batch) -> [Refu
 before the counters, it gets the batch's events of its type in ``ts`` order (and ``batch``, every event of the
 batch by type), writes them in one transaction, idempotently, and returns those it refuses (dead letters).
 
+A feature adds its own lines to ``manage.py health`` with ``register_health_check(name, check)``,
+``check(now) -> [one line per problem]``.
+
 A feature whose Redis keys changed layout between versions registers the function that moves them
 (``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
 consumer counts or a flush reads (``stats.jobs.layout``).
@@ -32,6 +35,7 @@ from stats.pipeline.registry import (
     register_layout_upgrade,
     register_recorder,
 )
+from stats.read.health import register_health_check
 
 Reason = DeadLetter.Reason
 
@@ -57,6 +61,7 @@ __all__ = [
     "identifier",
     "register_counter",
     "register_event_type",
+    "register_health_check",
     "register_layout_upgrade",
     "register_recorder",
     "store_dead_letter",
