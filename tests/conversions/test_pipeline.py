@@ -222,3 +222,18 @@ def test_an_entry_of_a_closed_month_is_booked_on_the_first_open_day(tree):
     assert set(LedgerEntry.objects.filter(reason="refund").values_list("event_date", flat=True)) == {
         dt.date(2026, 10, 31)
     }
+
+
+def test_the_refund_that_empties_an_order_takes_what_is_left_in_the_reporting_currency(tree):
+    ExchangeRate.objects.create(currency="USD", valid_from=dt.date(2026, 11, 1), rate=Decimal("0.3"))
+    feed([order_event(at("2026-11-21 10:00"), "SO-U", amount=3, currency="USD", partner="B")], now=NOON)
+    feed(
+        [
+            order_event(at(f"2026-11-21 10:0{n}"), "SO-U", "refunded", amount=1, currency="USD")
+            for n in (1, 2, 3)
+        ],
+        now=NOON,
+    )
+    # paid 3 cents x 0.3 = 0.9 fen -> 1; each refund of a cent 0.3 fen -> 0, but the last empties the order
+    amounts = list(OrderEvent.objects.order_by("ts").values_list("amount_reporting", flat=True))
+    assert amounts == [1, 0, 0, 1]
