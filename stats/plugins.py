@@ -23,7 +23,11 @@ A feature whose Redis keys changed layout between versions registers the functio
 consumer counts or a flush reads (``stats.jobs.layout``).
 """
 
+import datetime as dt
+from collections.abc import Iterator
+
 from stats.models import DeadLetter
+from stats.pipeline.archive import ArchivedEvent, get_archive
 from stats.pipeline.events import Rejected, identifier
 from stats.pipeline.registry import (
     CounterWrites,
@@ -40,6 +44,11 @@ from stats.read.health import register_health_check
 Reason = DeadLetter.Reason
 
 
+def archived_events(day: dt.date) -> Iterator[ArchivedEvent]:
+    """Yield each archived event of business day ``day`` once (what ``reconcile`` recounts from)."""
+    return get_archive().events(day)
+
+
 def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw: bytes) -> None:
     """Store a dead letter that no Kafka message carries any more (a held refund given up on): ``source``
     names where it was kept and ``offset`` its id there, which make it unique."""
@@ -52,6 +61,8 @@ def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw
 
 
 __all__ = [
+    "ArchivedEvent",
+    "archived_events",
     "CounterWrites",
     "Envelope",
     "Event",
