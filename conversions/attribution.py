@@ -58,6 +58,8 @@ def window() -> dt.timedelta:
 
 
 def _url(payload: str) -> str:
+    if '"url"' not in payload:  # most views carry none: no need to parse the payload again
+        return ""
     url = orjson.loads(payload).get("url")
     return url[:URL_LIMIT] if isinstance(url, str) else ""
 

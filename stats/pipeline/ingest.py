@@ -16,7 +16,8 @@ none calls back into another:
 
 Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
 (re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
-not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
+not counted and read again. The archive, the dead-letter table and the recorders' tables are idempotent, so a
+re-read is harmless.
 """
 
 import datetime as dt
