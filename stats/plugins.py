@@ -10,6 +10,14 @@ takes the counter's Redis commands for one Kafka partition's events: ``writes.fe
 MULTI/EXEC as the partition's offset (so increments count exactly once; their keys must carry
 ``writes.tag``, the partition's hash tag), ``writes.idempotent`` ones just before it, in any slot.
 
+A feature that keeps its events in the database registers a recorder (``register_recorder("orders",
+event_type="order", record=record_orders)``, ``record(events, *, batch) -> [Refusal]``): after the archive and
+before the counters, it gets the batch's events of its type in ``ts`` order (and ``batch``, every event of the
+batch by type), writes them in one transaction, idempotently, and returns those it refuses (dead letters).
+
+A feature adds its own lines to ``manage.py health`` with ``register_health_check(name, check)``,
+``check(now) -> [one line per problem]``.
+
 A feature whose Redis keys changed layout between versions registers the function that moves them
 (``register_layout_upgrade("logins", upgrade)``, ``upgrade(client) -> keys moved``): it runs once, before a
 consumer counts or a flush reads (``stats.jobs.layout``).
@@ -24,19 +32,24 @@ A feature adds a panel to the dashboard or the partner page with ``register_dash
 """
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from partners.models import Partner
 from stats.models import DeadLetter
-from stats.pipeline.events import Rejected
+from stats.pipeline.archive import ArchivedEvent, get_archive
+from stats.pipeline.events import Rejected, identifier
 from stats.pipeline.registry import (
     CounterWrites,
     Envelope,
     Event,
+    Refusal,
     register_counter,
     register_event_type,
     register_layout_upgrade,
+    register_recorder,
 )
+from stats.read.health import register_health_check
 from stats.read.panels import (
     DashboardPage,
     PartnerPage,
@@ -70,20 +83,43 @@ def partner_uv_between(partner: Partner, start: dt.date, end: dt.date) -> int:
     return uv_between(partner, start, end)
 
 
+def archived_events(day: dt.date) -> Iterator[ArchivedEvent]:
+    """Yield each archived event of business day ``day`` once (what ``reconcile`` recounts from)."""
+    return get_archive().events(day)
+
+
+def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw: bytes) -> None:
+    """Store a dead letter that no Kafka message carries any more (a held refund given up on): ``source``
+    names where it was kept and ``offset`` its id there, which make it unique."""
+    DeadLetter.objects.get_or_create(
+        source=source[:255],
+        partition=0,
+        offset=offset,
+        defaults={"reason": reason, "detail": detail[:500], "raw": raw},
+    )
+
+
 __all__ = [
+    "ArchivedEvent",
+    "archived_events",
     "CounterWrites",
     "DashboardPage",
     "PartnerPage",
     "Envelope",
     "Event",
     "Reason",
+    "Refusal",
     "Rejected",
     "TrafficDay",
     "partner_uv_between",
     "partner_uv_days",
+    "identifier",
     "register_counter",
     "register_dashboard_panel",
     "register_event_type",
+    "register_health_check",
     "register_layout_upgrade",
     "register_partner_page_panel",
+    "register_recorder",
+    "store_dead_letter",
 ]

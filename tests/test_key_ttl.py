@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from conversions.conf import conversion_setting
 from loginlog import keys as login_keys
 from loginlog.selectors import active_user_count
 from loginlog.services import sync_logins
@@ -77,6 +78,11 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         (f"{shared}:final:", 1),
         # An API client's throttle log lives as long as its window: a minute at the configured rates.
         (re.escape("{" + prefix) + r":throttle:[^}]*\}", 1),
+        # A buyer's last partner views attribute the buyer's orders for the attribution window after them.
+        (
+            re.escape("{" + prefix) + r":views:[^}]*\}",
+            conversion_setting("ATTRIBUTION_WINDOW_DAYS") * ONE_DAY - 600,
+        ),
     ]
 
 

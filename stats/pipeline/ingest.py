@@ -10,12 +10,14 @@ none calls back into another:
 ``counting``                the counters' commands, recorded in memory (no Redis)
 ``storing``                 the raw-event archive and the dead-letter table
 ``set_aside``               what a stage refused, and partitions another consumer owns
+``recording``               what features keep in the database (orders), in one transaction
 ``offsets``                 each partition's MULTI/EXEC: counters, dead-letter counts, offset
 ==========================  ==========================================================
 
 Exactly-once: each Kafka partition's counter updates and its next offset go to Redis in one MULTI/EXEC; on
 (re)start the consumer seeks to the offsets stored there, so a batch is either fully counted and skipped, or
-not counted and read again. The archive and the dead-letter table are idempotent, so a re-read is harmless.
+not counted and read again. The archive, the dead-letter table and the recorders' tables are idempotent, so a
+re-read is harmless.
 """
 
 import datetime as dt
@@ -29,7 +31,7 @@ from functools import partial
 from django_redis import get_redis_connection
 
 from cpsproject.common import faults
-from stats.pipeline import counting, metrics, offsets, set_aside, storing
+from stats.pipeline import counting, metrics, offsets, recording, set_aside, storing
 from stats.pipeline.batch import CountedEvent, Message, ParsedBatch, Partition, PartnerDirectory, parse_batch
 from stats.pipeline.counting import build_counters, unfenced_writes
 from stats.pipeline.isolation import retry_while_unavailable
@@ -113,7 +115,9 @@ def count_batch(
        transaction of their own, tests, leave it off); the counters refuse an event before it is archived,
        or the worker's copy is taken back.
     3. Events the archive refused on their own become ``unstorable`` dead letters; store the dead letters.
-    4. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset
+    4. The recorders write their events to the database, idempotently (``recording.record``); what they
+       refuse becomes a dead letter, out of the archive and the counters.
+    5. Per partition, one MULTI/EXEC: counters, dead-letter counts and the next offset
        (``offsets.apply_with_offset``).
 
     A service that is unreachable is waited for (``should_stop`` ends the wait); an event that a stage
@@ -128,6 +132,9 @@ def count_batch(
     # step 3
     _set_aside_and_store_dead_letters(parsed, refused, should_stop=should_stop)
     # step 4
+    recording.record(parsed, should_stop=should_stop)
+    faults.reach("after_recording")
+    # step 5
     for partition in list(parsed.next_offsets):
         _apply_partition(client, parsed, result, partition, group=group, should_stop=should_stop)
     if result.dead:
@@ -145,7 +152,7 @@ def _drop_stale_partitions(
     should_stop: Callable[[], bool],
 ) -> None:
     """Step 1. Checked before anything is stored, so that a batch known to be stale is neither archived nor
-    dead-lettered here; step 4 checks again under WATCH, which is what keeps a batch from counting twice."""
+    dead-lettered here; step 5 checks again under WATCH, which is what keeps a batch from counting twice."""
     stale = retry_while_unavailable(
         lambda: offsets.stale_partitions(client, group=group, first_offsets=parsed.first_offsets),
         what="Redis offset check",
@@ -188,7 +195,7 @@ def _apply_partition(
     group: str,
     should_stop: Callable[[], bool],
 ) -> None:
-    """Step 4, for one partition: its counters and dead-letter counts with its next offset, or left to the
+    """Step 5, for one partition: its counters and dead-letter counts with its next offset, or left to the
     consumer that stored an offset past the batch."""
     next_offset = parsed.next_offsets[partition]
     dead = parsed.dead_counts(partition)

@@ -88,8 +88,31 @@ class CounterSpec:
     queue: CounterQueue
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An event a recorder would not record: it becomes a dead letter with ``reason`` and ``detail``."""
+
+    event: Event
+    reason: str
+    detail: str
+
+
+# record(events of the recorder's type in ts order, *, batch=every event of the batch by type, in ts order)
+# -> the events it refused. It writes to the database idempotently (unique event ids, one transaction), so
+# a batch read again after a crash records nothing twice and refuses the same events.
+Recorder = Callable[..., Sequence[Refusal]]
+
+
+@dataclass(frozen=True)
+class RecorderSpec:
+    name: str
+    event_type: str
+    record: Recorder
+
+
 _parsers: dict[str, EventParser] = {}
 _counters: dict[str, CounterSpec] = {}
+_recorders: dict[str, RecorderSpec] = {}
 # upgrade(client) -> keys moved: moves an app's keys written by an earlier version to its current layout
 _layout_upgrades: dict[str, Callable[[Any], int]] = {}
 
@@ -101,6 +124,12 @@ def register_event_type(name: str, parse: EventParser) -> None:
 def register_counter(name: str, *, event_type: str, queue: CounterQueue) -> None:
     """Register (or replace: ``ready()`` may run twice) the counter ``name`` fed with events of ``event_type``."""
     _counters[name] = CounterSpec(name, event_type, queue)
+
+
+def register_recorder(name: str, *, event_type: str, record: Recorder) -> None:
+    """Register (or replace) the recorder ``name``, which writes the events of ``event_type`` to the database
+    after the archive and before the counters (``stats.pipeline.recording``)."""
+    _recorders[name] = RecorderSpec(name, event_type, record)
 
 
 def register_layout_upgrade(name: str, upgrade: Callable[[Any], int]) -> None:
@@ -128,3 +157,16 @@ def queue_counters(writes: CounterWrites, events: Sequence[Event], *, now: dt.da
         by_type.setdefault(event.type, []).append(event)
     for spec in _counters.values():
         spec.queue(writes, by_type.get(spec.event_type, []), now=now)
+
+
+def recorded_types() -> set[str]:
+    return {spec.event_type for spec in _recorders.values()}
+
+
+def record_events(by_type: Mapping[str, Sequence[Event]]) -> list[Refusal]:
+    """Hand each registered recorder its type's events (when there are any); return what they refused."""
+    refused: list[Refusal] = []
+    for spec in _recorders.values():
+        if events := by_type.get(spec.event_type):
+            refused.extend(spec.record(events, batch=by_type))
+    return refused

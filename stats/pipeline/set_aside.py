@@ -32,6 +32,15 @@ def set_aside(parsed: ParsedBatch, failures: list[tuple[CountedEvent, BaseExcept
             parsed.set_aside_by_counting.append(event.event_id)
 
 
+def refuse(parsed: ParsedBatch, refusals: list[tuple[CountedEvent, str, str]]) -> None:
+    """Turn the events a recorder refused into dead letters with its reason and detail, out of the batch."""
+    for (message, event), reason, detail in refusals:
+        logger.info("recording refused event %r (%s): %s", event.event_id, reason, detail)
+        raw = message.value if message.value is not None else event.payload.encode()
+        parsed.reject(message._replace(value=raw), reason, detail)
+        parsed.events[Partition(message.source, message.partition)].remove(CountedEvent(message, event))
+
+
 def partitions_of(failures: list[tuple[CountedEvent, BaseException]]) -> set[Partition]:
     return {Partition(counted.message.source, counted.message.partition) for counted, _ in failures}
 

@@ -6,6 +6,7 @@ Each check compares one figure with a threshold from ``CPS_STATS`` (``HEALTH_*``
 
 import datetime as dt
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -18,6 +19,14 @@ from cpsproject.common.timeutil import local_day, to_local
 from stats.conf import stats_setting
 from stats.models import DailyStat
 from stats.read import pipeline_status
+
+# Checks other apps add (``stats.plugins.register_health_check``): check(now) -> one line per problem.
+_app_checks: dict[str, Callable[[dt.datetime], list[str]]] = {}
+
+
+def register_health_check(name: str, check: Callable[[dt.datetime], list[str]]) -> None:
+    """Register (or replace) an app's check, run by ``health_problems`` after the pipeline's own."""
+    _app_checks[name] = check
 
 
 def health_problems(*, now: dt.datetime | None = None) -> list[str]:
@@ -32,6 +41,7 @@ def health_problems(*, now: dt.datetime | None = None) -> list[str]:
         lambda: _reconcile(now),
         lambda: _dead_letters(now),
         _unassigned,
+        *(partial(check, now) for check in _app_checks.values()),
     ]
     problems: list[str] = []
     for check in checks:
