@@ -97,7 +97,8 @@ def test_the_daily_task_closes_what_is_due(november):
 
 
 def test_setup_schedules_registers_the_close(db):
-    assert "conversions.close_due_months" in setup_schedules(now=at("2026-11-21 10:00"))
+    names = setup_schedules(now=at("2026-11-21 10:00"))
+    assert "conversions.close_due_months" in names and "conversions.settle_held_refunds" in names
 
 
 def test_command_closes_a_past_month_and_refuses_one_not_over(november, capsys):
