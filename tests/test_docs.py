@@ -40,6 +40,7 @@ from django.core.management import call_command, get_commands, load_command_clas
 from django.test import Client
 from django.urls import Resolver404, resolve
 
+from conversions.conf import DEFAULTS as CONVERSION_DEFAULTS
 from loginlog.conf import DEFAULTS as LOGIN_DEFAULTS
 from stats.conf import DEFAULTS as STATS_DEFAULTS
 from stats.models import DeadLetter
@@ -389,7 +390,7 @@ def test_every_command_the_docs_name_exists() -> None:
 
 def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
     known = known_variables()
-    options = set(STATS_DEFAULTS) | set(LOGIN_DEFAULTS)
+    options = set(STATS_DEFAULTS) | set(LOGIN_DEFAULTS) | set(CONVERSION_DEFAULTS)
     problems = []
     for page in PAGES:
         for code in INLINE_CODE.findall(page.read_text(encoding="utf-8")):
@@ -457,7 +458,12 @@ def test_the_configuration_page_lists_every_variable_with_its_default() -> None:
 
 
 @pytest.mark.parametrize(
-    "header, defaults", [("`CPS_STATS` option", STATS_DEFAULTS), ("`CPS_LOGINS` option", LOGIN_DEFAULTS)]
+    "header, defaults",
+    [
+        ("`CPS_STATS` option", STATS_DEFAULTS),
+        ("`CPS_LOGINS` option", LOGIN_DEFAULTS),
+        ("`CPS_CONVERSIONS` option", CONVERSION_DEFAULTS),
+    ],
 )
 def test_the_configuration_page_lists_every_option(header: str, defaults: dict) -> None:
     documented = table_rows(CONFIGURATION, header)
