@@ -7,7 +7,7 @@ its money (``order_explanation``). The buyer's openid is never shown: a keyed ha
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db.models import (
     Case,
     CharField,
@@ -34,6 +34,7 @@ from conversions.conf import conversion_setting
 from conversions.explain import buyer_reference, explain, money
 from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
 from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
 
@@ -60,47 +61,6 @@ class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
-
-
-class DateRangeFilter(admin.FieldListFilter):
-    """``?<field>__gte=&<field>__lte=`` (inclusive), with the two-field form the statistics lists use."""
-
-    template = "admin/stats/date_range_filter.html"
-
-    def __init__(self, field, request, params, model, model_admin, field_path):
-        self.lookup_gte, self.lookup_lte = f"{field_path}__gte", f"{field_path}__lte"
-        super().__init__(field, request, params, model, model_admin, field_path)
-
-    def expected_parameters(self) -> list[str]:
-        return [self.lookup_gte, self.lookup_lte]
-
-    def has_output(self) -> bool:
-        return True
-
-    def _value(self, key: str) -> str:
-        value = self.used_parameters.get(key, "")
-        return value[-1] if isinstance(value, list) else value
-
-    def choices(self, changelist):
-        yield {
-            "gte": self._value(self.lookup_gte),
-            "lte": self._value(self.lookup_lte),
-            "lookup_gte": self.lookup_gte,
-            "lookup_lte": self.lookup_lte,
-            "other": [
-                (key, value)
-                for key, value in changelist.params.items()
-                if key not in (self.lookup_gte, self.lookup_lte)
-            ],
-            "clear": changelist.get_query_string(remove=[self.lookup_gte, self.lookup_lte]),
-        }
-
-    def queryset(self, request, queryset):
-        values = {key: self._value(key) for key in self.expected_parameters() if self._value(key)}
-        try:
-            return queryset.filter(**values)
-        except (ValidationError, ValueError) as exc:  # a malformed date: the list says so, no 500
-            raise IncorrectLookupParameters(exc) from exc
 
 
 class PartnerFilter(admin.SimpleListFilter):

@@ -1,8 +1,6 @@
 from collections.abc import Callable, Iterator
 
 from django.contrib import admin
-from django.contrib.admin.options import IncorrectLookupParameters
-from django.core.exceptions import ValidationError
 from django.db.models import BinaryField, Count
 from django.db.models.functions import Length, Substr
 from django.utils import timezone
@@ -11,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
@@ -59,53 +58,10 @@ def partner(obj) -> object:
     return obj.partner
 
 
-class DateRangeFilter(admin.FieldListFilter):
-    """``?date__gte=&date__lte=`` (inclusive) with a two-field form, beside the quick links of the date."""
-
-    template = "admin/stats/date_range_filter.html"
-
-    def __init__(self, field, request, params, model, model_admin, field_path):
-        self.lookup_gte, self.lookup_lte = f"{field_path}__gte", f"{field_path}__lte"
-        super().__init__(field, request, params, model, model_admin, field_path)
+class DailyDateRangeFilter(DateRangeFilter):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.title = _("date range")
-
-    def expected_parameters(self) -> list[str]:
-        return [self.lookup_gte, self.lookup_lte]
-
-    def has_output(self) -> bool:
-        return True
-
-    def choices(self, changelist):
-        # One choice: the form in the template. Django's list of links does not fit a range.
-        def last(key: str) -> str:
-            value = self.used_parameters.get(key, "")
-            return value[-1] if isinstance(value, list) else value
-
-        yield {
-            "gte": last(self.lookup_gte),
-            "lte": last(self.lookup_lte),
-            "lookup_gte": self.lookup_gte,
-            "lookup_lte": self.lookup_lte,
-            # Every other parameter of the page (filters, search, ordering) rides along as a hidden field.
-            "other": [
-                (key, value)
-                for key, value in changelist.params.items()
-                if key not in (self.lookup_gte, self.lookup_lte)
-            ],
-            "clear": changelist.get_query_string(remove=[self.lookup_gte, self.lookup_lte]),
-        }
-
-    def queryset(self, request, queryset):
-        values = {}
-        for key in (self.lookup_gte, self.lookup_lte):
-            value = self.used_parameters.get(key)
-            value = value[-1] if isinstance(value, list) else value
-            if value:
-                values[key] = value
-        try:
-            return queryset.filter(**values)
-        except (ValidationError, ValueError) as exc:  # a malformed date: the change list says so, no 500
-            raise IncorrectLookupParameters(exc) from exc
 
 
 class ParentFilter(admin.SimpleListFilter):
@@ -176,7 +132,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
         "updated_at",
     ]
     readonly_fields = fields
-    list_filter = [("date", DateRangeFilter), "partner__level", ParentFilter, ReconciledFilter]
+    list_filter = [("date", DailyDateRangeFilter), "partner__level", ParentFilter, ReconciledFilter]
     search_fields = ["partner__code", "partner__name"]
     date_hierarchy = "date"
     list_select_related = ["partner"]
