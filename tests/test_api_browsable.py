@@ -92,8 +92,10 @@ def pages(client: APIClient, url: str):
 
 
 def shown_text(response) -> str:
-    """The page's text as a reader sees it: the JSON block unescaped, its links' tags dropped."""
-    return html.unescape(re.sub(r"<[^>]+>", "", response.content.decode()))
+    """The page's text as a reader sees it: the JSON block unescaped, its links' tags dropped, no script (the
+    page's CSRF token sits in one, and a random token may spell a partner's code)."""
+    page = re.sub(r"<script\b.*?</script>", "", response.content.decode(), flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
 def check_pages(client: APIClient, expected: list, refused: list, hidden: list[str]) -> list:

@@ -79,7 +79,8 @@ def test_the_demo_start_up_lines_say_what_was_loaded_and_what_was_kept(settings,
     # 600 page views a day (a few are bad on purpose) and 12 logins a day over the week: all of them in Redis.
     redis_line = next(line for line in again if line.startswith("Redis "))
     assert re.search(
-        r"; kept the [\d,]+ events counted before this start \([\d,]+ login, [\d,]+ pv\)$", redis_line
+        r"; kept the [\d,]+ events counted before this start \([\d,]+ login, [\d,]+ order, [\d,]+ pv\)$",
+        redis_line,
     )
 
 
