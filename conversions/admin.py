@@ -33,7 +33,7 @@ from conversions import dashboard  # noqa: F401 — registers the dashboard and 
 from conversions.conf import conversion_setting
 from conversions.explain import buyer_reference, explain, money
 from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
-from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.admin_csv import ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
@@ -45,22 +45,13 @@ def reporting_currency() -> str:
     return conversion_setting("REPORTING_CURRENCY")
 
 
-class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyCsvAdmin):
     """Written by the pipeline and the month close: staff with the view permission read, nobody edits."""
 
     change_list_template = "admin/change_list.html"
 
     class Media:
         css = {"all": ["conversions/admin.css"]}
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class PartnerFilter(admin.SimpleListFilter):

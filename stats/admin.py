@@ -8,7 +8,7 @@ from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from cpsproject.common.admin_csv import CsvExportMixin
+from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
@@ -16,18 +16,9 @@ from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
 from stats.read.selectors import DayNumbers, daily_list_totals, open_list_days, open_row_numbers
 
 
-class ReadOnlyAdmin(CsvExportMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyCsvAdmin):
     """Numbers come from the pipeline: staff with the model's view permission (the "statistics viewers" group,
     ``cpsproject.common.viewers``) look at them, and nobody edits them."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 def grouped(value: int | None) -> str:

@@ -12,6 +12,7 @@ import datetime as dt
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
+from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
@@ -191,3 +192,17 @@ class CsvExportMixin:
             header=[title for title, _lookup in self.csv_fields],
             filename=f"{self.opts.model_name}-{stamp}.csv",
         )
+
+
+class ReadOnlyCsvAdmin(CsvExportMixin, admin.ModelAdmin):
+    """Rows the pipeline and the jobs write: staff with the model's view permission read and download them,
+    nobody adds, edits or deletes one."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
