@@ -15,6 +15,9 @@ event_type="order", record=record_orders)``, ``record(events, *, batch) -> [Refu
 before the counters, it gets the batch's events of its type in ``ts`` order (and ``batch``, every event of the
 batch by type), writes them in one transaction, idempotently, and returns those it refuses (dead letters).
 
+A feature that keeps numbers of its own per day recounts them when ``reconcile`` recounts the day:
+``register_day_recount("orders", recount)``, ``recount(*, day, now) -> one summary line`` (drift included).
+
 A feature adds its own lines to ``manage.py health`` with ``register_health_check(name, check)``,
 ``check(now) -> [one line per problem]``.
 
@@ -36,6 +39,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from partners.models import Partner
+from stats.jobs.reconcile import register_day_recount
 from stats.models import DeadLetter
 from stats.pipeline.archive import ArchivedEvent, get_archive
 from stats.pipeline.events import Rejected, identifier
@@ -115,6 +119,7 @@ __all__ = [
     "partner_uv_days",
     "identifier",
     "register_counter",
+    "register_day_recount",
     "register_dashboard_panel",
     "register_event_type",
     "register_health_check",

@@ -11,7 +11,8 @@ seconds), up to ``FLUSH_LOCK_WAIT_SECONDS``.
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.utils import timezone
 
@@ -31,14 +32,30 @@ logger = logging.getLogger(__name__)
 FLUSH_LOCK_WAIT_SECONDS = 120.0
 
 
+# A feature's own recount of a day (conversions: orders; quality: signals), run by ``reconcile`` after the
+# counters' commit, under its lock: ``recount(day=, now=)`` returns one line for the command's output.
+DayRecount = Callable[..., str]
+_day_recounts: dict[str, DayRecount] = {}
+
+
+def register_day_recount(name: str, recount: DayRecount) -> None:
+    _day_recounts[name] = recount
+
+
 @dataclass
 class ReconcileResult:
     day: dt.date
     partner_days: int
     drifting: int
+    features: list[str] = field(default_factory=list)  # one line per registered day recount
 
     def summary(self) -> str:
-        return f"reconciled {self.day}: {self.partner_days} partner-days, {self.drifting} with drift"
+        return "; ".join(
+            [
+                f"reconciled {self.day}: {self.partner_days} partner-days, {self.drifting} with drift",
+                *self.features,
+            ]
+        )
 
 
 def default_reconcile_day(now: dt.datetime | None = None) -> dt.date:
@@ -141,7 +158,11 @@ def reconcile(*, day: dt.date, now: dt.datetime | None = None) -> ReconcileResul
             lock.ensure_held()
         # After the commit: the API's cache of final days was filled from the rows this run replaced.
         final_days.forget_all()
+        features = []
+        for recount in _day_recounts.values():
+            lock.ensure_held()
+            features.append(recount(day=day, now=now))
     drifting = sum(1 for d in drift if d["exact_pv"] != d["realtime_pv"] or d["exact_uv"] != d["realtime_uv"])
-    result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting)
+    result = ReconcileResult(day=day, partner_days=len(daily), drifting=drifting, features=features)
     logger.info(result.summary())
     return result
