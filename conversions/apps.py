@@ -8,18 +8,19 @@ class ConversionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from conversions.attribution import queue_views
+        from conversions.attribution import remember_views
         from conversions.events import parse_order
         from conversions.held import held_refunds_health
         from conversions.recording import record_orders
         from stats.plugins import (
-            register_counter,
             register_event_type,
             register_health_check,
             register_recorder,
         )
 
         register_event_type("order", parse_order)
-        register_counter("partner views", event_type="pv", queue=queue_views)
         register_recorder("orders", event_type="order", record=record_orders)
+        # A recorder, not a counter: it reads the buyers' views before it merges a batch's into them, which a
+        # counter (built while the batch before is still being applied) cannot do.
+        register_recorder("partner views", event_type="pv", record=remember_views)
         register_health_check("held refunds", held_refunds_health)

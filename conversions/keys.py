@@ -1,15 +1,28 @@
 """Every Redis key of ``conversions``: the one module that builds them.
 
-``{P}`` is the shared prefix (``cpsproject.common.redis_keys``). A buyer's views are read and written alone, so
-each key is its own hash tag on the prefix: a Redis Cluster spreads the buyers over its nodes::
+``{P}`` is the shared prefix (``cpsproject.common.redis_keys``). The buyers' views are spread over
+``VIEW_SHARDS`` hashes per generation, each its own hash tag, so a Redis Cluster spreads them over its nodes::
 
-    {P:views:{openid}}   zset   the buyer's last partner page views: member "{code}\\x1f{event_id}\\x1f{url}",
-                                score the view's ts in epoch ms; the last few kept, TTL the attribution window
-                                (attribution)
+    {P:views:{generation}:{shard}}  hash  field "{openid}\\x1f{partition}": the buyer's last partner page views
+                                          read from that Kafka partition, newest first, joined by \\x1e, each
+                                          "{ts ms, 13 digits}\\x1f{event_id}\\x1f{code}\\x1f{url}"; a generation
+                                          is the views whose ts falls in one attribution window (epoch days
+                                          // window days); the key expires a window and a day after its
+                                          generation ends (attribution)
+    {P:views:partitions}             set   the Kafka partitions whose consumers wrote views: the fields a
+                                          reader asks for (attribution)
 """
 
 from django.conf import settings
 
+# Buyers are spread over this many hashes per generation: enough to balance a cluster's nodes, few enough that
+# a batch writes each with one command.
+VIEW_SHARDS = 64
 
-def buyer_views(openid: str) -> str:
-    return "{" + settings.CPS_REDIS_PREFIX + ":views:" + openid + "}"
+
+def views(generation: int, shard: int) -> str:
+    return "{" + settings.CPS_REDIS_PREFIX + f":views:{generation}:{shard}}}"
+
+
+def view_partitions() -> str:
+    return "{" + settings.CPS_REDIS_PREFIX + ":views:partitions}"

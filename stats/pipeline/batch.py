@@ -23,7 +23,7 @@ from partners.selectors import Lineage, partner_lineages
 from stats.conf import stats_setting
 from stats.models import DeadLetter
 from stats.pipeline.batch_gaps import BatchGap
-from stats.pipeline.events import EventReader, Reason, Rejected
+from stats.pipeline.events import EventReader, PageView, Reason, Rejected
 from stats.pipeline.isolation import retry_while_unavailable
 from stats.pipeline.registry import CounterWrites, Event
 
@@ -196,6 +196,8 @@ def parse_batch(
                 )
                 parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
                 continue
+            if type(event) is PageView:
+                event.partition = number  # one writer per partition of a buyer's remembered views
             # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
             # thousands of them (``_set_aside`` encodes the payload again for a dead letter).
             counted.append(

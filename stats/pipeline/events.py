@@ -52,6 +52,8 @@ class PageView:
     openid: str
     is_bot: bool
     payload: str = field(repr=False)  # the message value as received (valid UTF-8 JSON)
+    url: str = ""  # "" when absent: read here so that no counter parses the payload again
+    partition: int = -1  # the Kafka partition it was read from (set by ``parse_batch``)
 
     type = "pv"
 
@@ -274,7 +276,7 @@ class EventReader:
             return None
         user_agent = shape.ua
         is_bot = False if not user_agent else self.is_bot(user_agent)
-        return PageView(event_id, ts, seconds, lineage, openid, is_bot, text)
+        return PageView(event_id, ts, seconds, lineage, openid, is_bot, text, shape.url or "")
 
     def _checked_ts(self, ts: object) -> dt.datetime:
         """``ts`` as an aware UTC datetime inside the accepted span, or ``Rejected`` with the rule's reason."""
@@ -314,9 +316,11 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     openid = payload.get("openid")
     if not (type(openid) is str and 0 < len(openid) <= 128 and openid.isprintable()):
         openid = identifier(payload, "openid", required=False)
-    for name in ("url", "ip"):
-        if type(payload.get(name)) is not str:
-            _optional_text(payload, name)
+    url = payload.get("url")
+    if type(url) is not str:
+        url = _optional_text(payload, "url")
+    if type(payload.get("ip")) is not str:
+        _optional_text(payload, "ip")
     user_agent = payload.get("ua")
     if type(user_agent) is not str:
         user_agent = _optional_text(payload, "ua")
@@ -329,4 +333,5 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
         openid=openid,
         is_bot=bool(user_agent) and is_bot(user_agent),
         payload=envelope.text,
+        url=url,
     )

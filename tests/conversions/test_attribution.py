@@ -3,7 +3,7 @@
 import pytest
 
 from conversions import keys
-from conversions.attribution import VIEWS_KEPT
+from conversions.attribution import VIEWS_KEPT, field, generation, shard
 from partners.models import Partner
 from stats.pipeline.ingest import Message, process_batch
 from tests.conversions.orders import order, order_event
@@ -20,9 +20,21 @@ def tree() -> dict[str, Partner]:
     return create_tree()
 
 
-def test_a_buyers_views_key_is_a_hash_tag_of_its_own_on_the_prefix(settings):
+def test_the_views_keys_are_hash_tags_of_their_own_on_the_prefix(settings):
     settings.CPS_REDIS_PREFIX = "cps"
-    assert keys.buyer_views("o-abc") == "{cps:views:o-abc}"
+    assert keys.views(681, 17) == "{cps:views:681:17}"
+    assert keys.view_partitions() == "{cps:views:partitions}"
+
+
+def test_a_buyer_goes_to_the_generation_of_the_views_window_and_a_shard_of_its_own():
+    assert generation(int(at("2026-11-21 10:00").timestamp() * 1000)) == 692  # epoch day 20778 // 30
+    assert shard("o-abc") == 50  # zlib.crc32(b"o-abc") is 1165883570
+
+
+def remembered(redis_client, openid: str, ts, partition: int = 0) -> list[bytes]:
+    key = keys.views(generation(int(ts.timestamp() * 1000)), shard(openid))
+    value = redis_client.hget(key, field(openid, partition))
+    return value.split(b"\x1e") if value else []
 
 
 def test_the_last_views_are_kept_with_the_window_as_ttl_and_a_replay_changes_nothing(redis_client):
@@ -31,14 +43,17 @@ def test_the_last_views_are_kept_with_the_window_as_ttl_and_a_replay_changes_not
     ]
     messages = [Message("t", 0, n, v) for n, v in enumerate(views)]
     process_batch(messages, group="g1", now=NOON)
-    key = keys.buyer_views("o-1")
-    kept = redis_client.zrange(key, 0, -1)
+    kept = remembered(redis_client, "o-1", NOON)
     assert VIEWS_KEPT == 4
-    assert kept == [f"A1\x1fv-{n}\x1f/{n}".encode() for n in (2, 3, 4, 5)]
-    assert WINDOW - 60 < redis_client.ttl(key) <= WINDOW
+    ms = int(at("2026-11-21 10:00").timestamp() * 1000)
+    assert kept == [f"{ms + n * 60_000}\x1fv-{n}\x1fA1\x1f/{n}".encode() for n in (5, 4, 3, 2)]
+    # The hash expires a window and a day after the last day of its generation (a window of days).
+    key = keys.views(generation(ms), shard("o-1"))
+    ends = (generation(ms) + 1) * 30 * 86400
+    assert redis_client.expiretime(key) == ends + WINDOW + 86400
 
     process_batch(messages, group="g2", now=NOON)  # the same batch again, as after a crash
-    assert redis_client.zrange(key, 0, -1) == kept
+    assert remembered(redis_client, "o-1", NOON) == kept
 
 
 def test_no_key_for_views_without_a_partner_a_buyer_or_a_human(redis_client):
@@ -50,7 +65,8 @@ def test_no_key_for_views_without_a_partner_a_buyer_or_a_human(redis_client):
         ],
         now=NOON,
     )
-    assert redis_client.exists(keys.buyer_views("o-1"), keys.buyer_views(""), keys.buyer_views("o-2")) == 0
+    assert remembered(redis_client, "o-1", NOON) == remembered(redis_client, "o-2", NOON) == []
+    assert redis_client.hgetall(keys.views(generation(int(NOON.timestamp() * 1000)), shard(""))) == {}
 
 
 def test_an_order_takes_the_latest_view_by_ts_not_by_arrival():
@@ -76,20 +92,26 @@ def test_a_view_at_the_windows_edge_attributes_and_one_before_it_does_not():
 
 
 def test_redis_bytes_per_remembered_buyer(redis_client, capsys):
-    """A buyer with the most views kept, each with a UUID event id and a URL of typical length: what a
-    remembered buyer costs."""
+    """A thousand buyers with the most views kept, each with a UUID event id and a URL of typical length: what a
+    remembered buyer costs, over the hashes that hold them."""
+    buyers = [f"oX9f3k2Lq8mZ0pR7sT1u{n:05d}" for n in range(1000)]
     views = [
         pv_event(
             at(f"2026-11-21 10:0{n}"),
             "A1a",
-            "oX9f3k2Lq8mZ0pR7sT1uV4wY6",
-            event_id=f"9f1c2e4a-7b3d-4e21-a8c6-{n:012d}",
+            buyer,
+            event_id=f"9f1c2e4a-7b3d-4e21-a8c6-{b:08d}{n:04d}",
             url=f"/item?id=10{n}&src=feed",
         )
+        for b, buyer in enumerate(buyers)
         for n in range(VIEWS_KEPT)
     ]
     feed(views, now=NOON)
-    used = redis_client.memory_usage(keys.buyer_views("oX9f3k2Lq8mZ0pR7sT1uV4wY6"), samples=0)
+    gen = generation(int(NOON.timestamp() * 1000))
+    hashes = [keys.views(gen, n) for n in range(keys.VIEW_SHARDS)]
+    assert sum(redis_client.hlen(key) for key in hashes) == len(buyers)
+    assert len(remembered(redis_client, buyers[0], NOON)) == VIEWS_KEPT
+    used = sum(redis_client.memory_usage(key, samples=0) or 0 for key in hashes) / len(buyers)
     with capsys.disabled():
-        print(f"\nRedis bytes per remembered buyer ({VIEWS_KEPT} views): {used}")
+        print(f"\nRedis bytes per remembered buyer ({VIEWS_KEPT} views): {used:.0f}")
     assert used < 512

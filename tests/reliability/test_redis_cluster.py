@@ -155,8 +155,8 @@ def test_consume_survives_a_resharding_a_failover_and_a_killed_master_and_counts
     at = _wait_for_progress(kafka_settings, consumer, past=len(values) // 10, what="count a tenth")
 
     # 1. A resharding: every slot holding this test's counters goes to one other master, keys and all: the
-    # shared tag and the partitions' tags. The buyers' attribution views, one tag each, spread over nearly every
-    # slot; moving them all took 44 s on a loaded machine, past the end of the stream.
+    # shared tag and the partitions' tags. The buyers' attribution views live in 64 hashes per generation, each a
+    # tag of its own ({prefix:views:<generation>:<shard>}): slots apart from the counters', left where they are.
     used = {
         **redis_cluster.used_slots(match=f"{{{prefix}}}*"),
         **redis_cluster.used_slots(match=f"{{{prefix}:p[0-9]*"),
