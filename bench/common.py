@@ -33,6 +33,7 @@ from django.utils import timezone  # noqa: E402
 from django_redis import get_redis_connection  # noqa: E402
 from numpy import ndarray  # noqa: E402
 
+from conversions.models import Order  # noqa: E402
 from cpsproject.common import redis_keys  # noqa: E402
 from cpsproject.common.timeutil import (  # noqa: E402
     day_bounds,
@@ -209,6 +210,29 @@ class Ingest:
                 client.pfadd(
                     keys.uv_day(0, event.lineage.code, stamp_day(local_day(event.ts)), SELF), event.openid
                 )
+
+
+def order_count() -> int:
+    return Order.objects.count()
+
+
+def view_memory(prefix: str) -> tuple[int, int, int]:
+    """Return the bytes of the attribution views' hashes under ``prefix``, the buyers and the fields they hold."""
+    client = redis()
+    used = fields = 0
+    buyers: set[bytes] = set()
+    for key in client.scan_iter(match="{" + prefix + ":views:*", count=1000):
+        if key.endswith(b":partitions}"):
+            continue
+        used += client.memory_usage(key, samples=0) or 0
+        if client.type(key) == b"zset":  # the sorted set per buyer of 111e10d, measured for the "before" row
+            fields += 1
+            buyers.add(key)
+            continue
+        names = client.hkeys(key)
+        fields += len(names)
+        buyers.update(name.rsplit(b"\x1f", 1)[0] for name in names)
+    return used, len(buyers), fields
 
 
 def archive_simulated(*, day: dt.date, events: int, users: int, batch: int, chunk: int = 100_000) -> int:

@@ -94,11 +94,16 @@ def _start_gunicorn(env: Environment) -> int:
     return port
 
 
-class _Client:
-    """One keep-alive connection that GETs the stats of a partner with its portal token."""
+STATS_PATH = "/api/v1/partners/{code}/stats/?{query}"
+CONVERSIONS_PATH = "/api/v1/partners/{code}/conversions/?{query}"
+ORDERS_PATH = "/api/v1/orders/?partner={code}&{query}"
 
-    def __init__(self, port: int, query: str) -> None:
-        self.port, self.query = port, query
+
+class _Client:
+    """One keep-alive connection that GETs a partner's page (its stats by default) with its portal token."""
+
+    def __init__(self, port: int, query: str, path: str = STATS_PATH) -> None:
+        self.port, self.query, self.path = port, query, path
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def get(self, code: str, token: str) -> str | None:
@@ -106,7 +111,7 @@ class _Client:
         try:
             self.connection.request(
                 "GET",
-                f"/api/v1/partners/{code}/stats/?{self.query}",
+                self.path.format(code=code, query=self.query),
                 headers={"Authorization": f"Token {token}"},
             )
             response = self.connection.getresponse()
@@ -162,7 +167,13 @@ def _closed_loop(
 
 
 def _open_loop(
-    port: int, plan: list[tuple[str, str]], *, rate: float, seconds: float, query: str
+    port: int,
+    plan: list[tuple[str, str]],
+    *,
+    rate: float,
+    seconds: float,
+    query: str,
+    path: str = STATS_PATH,
 ) -> tuple[list[float], float]:
     """Requests at a steady ``rate`` per second for ``seconds``, whatever the answers take (open loop).
 
@@ -181,7 +192,7 @@ def _open_loop(
     began = time.perf_counter() + 0.2
 
     def sender() -> None:
-        connection = _Client(port, query)
+        connection = _Client(port, query, path)
         mine = []
         while True:
             with lock:
@@ -266,6 +277,7 @@ def api_rows(
         f"request's due time); p50 {p50:.1f} ms",
     )
     open_row.met = p95 < 25
+    conversions_row = _conversions_row(port, plan, sizes, query=query, days=days, stats_p95=p95)
 
     log.info("API: %d requests from %d closed-loop clients", sizes.api_requests, sizes.api_clients)
     latencies, wall = _closed_loop(
@@ -289,7 +301,45 @@ def api_rows(
     saturation.met = throughput >= 500
     if profile:
         _profile_in_process(env, plan, query, profile)
-    return [open_row, saturation]
+    return [open_row, conversions_row, saturation]
+
+
+def _conversions_row(
+    port: int, plan: list[tuple[str, str]], sizes, *, query: str, days: int, stats_p95: float
+) -> Row:
+    """The conversions API at the stats API's rate, half of the time each: a partner's conversions per day, and
+    its orders (the first page), with the same portal tokens, beside the stats API's p95 (the baseline)."""
+    import common
+
+    latencies: dict[str, list[float]] = {}
+    for name, path in (("conversions", CONVERSIONS_PATH), ("orders", ORDERS_PATH)):
+        warm = _Client(port, query, path)
+        for code, token in plan:
+            if error := warm.get(code, token):
+                raise BenchError(f"the warm-up request of {name} of {code} failed: {error}")
+        log.info(
+            "API: GET %s at %.0f requests/s for %.0f s", path, sizes.api_rate, sizes.api_open_seconds / 2
+        )
+        latencies[name], _ = _open_loop(
+            port, plan, rate=sizes.api_rate, seconds=sizes.api_open_seconds / 2, query=query, path=path
+        )
+    every = [latency for some in latencies.values() for latency in some]
+    p95 = percentile(every, 0.95) * 1000
+    each = ", ".join(f"{name} {percentile(some, 0.95) * 1000:.1f} ms" for name, some in latencies.items())
+    log.info("API: conversions p95 %.1f ms (%s)", p95, each)
+    row = Row(
+        "conversions API p95 at 100 req/s",
+        p95,
+        "ms",
+        target="< 25 ms",
+        baseline=stats_p95,
+        note=f"GET partners/{{code}}/conversions/ over {days} days and GET orders/?partner={{code}} over the "
+        f"same days, {sizes.api_open_seconds / 2:.0f} s each at {sizes.api_rate:.0f}/s (open loop), the "
+        f"stats row's tokens and server; {common.order_count():,} orders in the database; p95 {each}; "
+        "baseline: the stats API's p95 of the row above",
+    )
+    row.met = p95 < 25
+    return row
 
 
 def uv_rows(env: Environment, sizes) -> list[Row]:

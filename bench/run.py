@@ -24,6 +24,8 @@ log = logging.getLogger("bench")
 # Every figure, in table order, with its unit and the group that measures it.
 FIGURES = [
     ("consume via broker", "events/s", "consume"),
+    ("consume with 5% orders", "events/s", "orders"),
+    ("Redis bytes per remembered buyer", "bytes", "orders"),
     ("consume, uncompressed topic", "events/s", "codecs"),
     ("consume, gzip topic", "events/s", "codecs"),
     ("consume, snappy topic", "events/s", "codecs"),
@@ -36,6 +38,7 @@ FIGURES = [
     ("flush dirty buckets", "s", "flush"),
     ("reconcile a day", "s", "reconcile"),
     ("API p95 at 100 req/s", "ms", "api"),
+    ("conversions API p95 at 100 req/s", "ms", "api"),
     ("API throughput, 20 clients", "requests/s", "api"),
     ("UV range p95", "ms", "uv"),
     ("logins active range", "ms", "logins"),
@@ -177,6 +180,7 @@ def run(sizes: Sizes, groups: list[str], *, quick: bool, profile: Path | None) -
             sizes.partners,
         )
         day = measure("consume", write_side.consume_rows, env, sizes, profile=profile) or common.today()
+        measure("orders", write_side.orders_rows, env, sizes)
         measure("codecs", write_side.codec_rows, env, sizes)
         history = None
         if {"api", "uv"} & set(groups):

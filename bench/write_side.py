@@ -44,7 +44,7 @@ def _traffic(sizes) -> str:
 
 
 def produce(
-    env: Environment, *, events: int, users: int, rate: float, partitions: int = 3
+    env: Environment, *, events: int, users: int, rate: float, partitions: int = 3, orders_share: float = 0
 ) -> tuple[str, dt.date]:
     """A fresh topic holding ``events`` messages from ``manage.py simulate``; return it and their day.
 
@@ -68,6 +68,7 @@ def produce(
             "--to",
             "kafka",
             *(["--rate", str(rate)] if rate else []),
+            *(["--orders-share", str(orders_share)] if orders_share else []),
             timeout=300 + events / 1000,
             env=env.child_env(KAFKA_TOPIC=topic, LOG_LEVEL="INFO"),
         )
@@ -274,6 +275,57 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
     rows[1].met = peak < 200
     return rows, day
+
+
+# --- Consume with orders: attribution remembers every partner view --------------------------------------
+
+ORDERS_SHARE = 0.05
+
+
+def orders_rows(env: Environment, sizes) -> list[Row]:
+    """Consume a topic where 5% of the events are orders (``simulate --orders-share``), every partner view
+    remembered for attribution; then the Redis bytes those views take per remembered buyer."""
+    import common
+
+    env.manage("import_rates", str(ROOT / "sample" / "rates.csv"), timeout=120)
+    topic, _ = produce(
+        env,
+        events=sizes.consume_events,
+        users=sizes.users,
+        rate=sizes.consume_rate,
+        orders_share=ORDERS_SHARE,
+    )
+    bare = bare_fetch_rate(env, topic=topic, events=sizes.consume_events, batch=sizes.batch)
+    rate, peak, cpu = run_consume(
+        env,
+        topic=topic,
+        events=sizes.consume_events,
+        batch=sizes.batch,
+        idle_exit=sizes.idle_exit,
+        profile=None,
+        stage="orders",
+    )
+    spent = ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items())
+    row = Row(
+        "consume with 5% orders",
+        rate,
+        "events/s",
+        target="≥ 0.5× bare fetch",
+        baseline=bare,
+        note=f"{sizes.consume_events:,} messages ({ORDERS_SHARE:.0%} orders with their buyers' views, "
+        f"every partner view remembered), 3 partitions, --batch-size {sizes.batch}, {_traffic(sizes)}; "
+        f"baseline: bare fetch of the same topic; CPU per event: {spent}; consume peak RSS {peak:.0f} MB",
+    )
+    row.met = row.ratio is not None and row.ratio >= 0.5
+    used, buyers, fields = common.view_memory(env.prefix("orders"))
+    memory = Row(
+        "Redis bytes per remembered buyer",
+        used / buyers if buyers else None,
+        "bytes",
+        note=f"MEMORY USAGE of the views hashes after the row above / the {buyers:,} buyers they remember "
+        f"({fields:,} buyer-partition fields, {used / 1e6:.1f} MB)",
+    )
+    return [row, memory]
 
 
 # --- Consume per codec: topics produced by librdkafka ---------------------------------------------------
