@@ -115,29 +115,47 @@ def _expires_at(generation: int) -> int:
     return ((generation + 2) * days + 1) * 86_400
 
 
+def _batch_records(events: Sequence[Event]) -> tuple[dict[tuple[int, int], dict[str, list[str]]], set[int]]:
+    """Return the batch's partner views as records per hash (generation, shard) and field, and the
+    partitions they were read from. The loop of every view of a batch: no object per view, each buyer's shard
+    and field worked out once."""
+    span = _DAY_MS * conversion_setting("ATTRIBUTION_WINDOW_DAYS")
+    grouped: dict[tuple[int, int], dict[str, list[str]]] = {}
+    buyers: dict[tuple[str, int], tuple[int, str]] = {}  # (openid, partition) -> (shard, field)
+    partitions = set()
+    view: Any
+    for view in events:
+        lineage, openid = view.lineage, view.openid
+        if lineage is None or not openid or view.is_bot:
+            continue
+        ts_ms = view.seconds * 1000 + view.ts.microsecond // 1000
+        record = f"{ts_ms:013d}{_FIELD}{view.event_id}{_FIELD}{lineage.code}{_FIELD}{view.url[:URL_LIMIT]}"
+        found = buyers.get((openid, view.partition))
+        if found is None:
+            found = buyers[openid, view.partition] = (shard(openid), field(openid, view.partition))
+            partitions.add(view.partition)
+        grouped.setdefault((ts_ms // span, found[0]), {}).setdefault(found[1], []).append(record)
+    return grouped, partitions
+
+
 def remember_views(events: Sequence[Event], *, batch: object = None) -> list[Refusal]:
     """The recorder on ``pv`` events: merge each partner view of a buyer into its field; refuse nothing."""
-    grouped: dict[tuple[int, int], dict[str, list[str]]] = {}
-    partitions = set()
-    for openid, partition, view in partner_views(events):
-        where = (generation(view.ts_ms), shard(openid))
-        grouped.setdefault(where, {}).setdefault(field(openid, partition), []).append(view.record())
-        partitions.add(partition)
+    grouped, partitions = _batch_records(events)
     if not grouped:
         return []
     client = get_redis_connection("default")
     reading = client.pipeline(transaction=False)
     for (gen, number), fields in grouped.items():
-        reading.hmget(keys.views(gen, number), list(fields))
+        reading.execute_command("HMGET", keys.views(gen, number), *fields)
     writing = client.pipeline(transaction=False)
     for ((gen, number), fields), stored in zip(grouped.items(), reading.execute(), strict=True):
-        changed = {}
+        changed: list[str] = []
         for (name, records), old in zip(fields.items(), stored, strict=True):
             value = _merged(records, old)
             if old is None or value != old.decode():
-                changed[name] = value
+                changed += (name, value)
         if changed:
-            writing.hset(keys.views(gen, number), mapping=changed)
+            writing.execute_command("HSET", keys.views(gen, number), *changed)
             writing.expireat(keys.views(gen, number), _expires_at(gen))
     writing.sadd(keys.view_partitions(), *sorted(partitions))
     writing.expire(keys.view_partitions(), _PARTITIONS_TTL)

@@ -1,6 +1,7 @@
 """What the consumer remembers to attribute orders: a buyer's last partner views in Redis, bounded."""
 
 import pytest
+from redis.crc import key_slot
 
 from conversions import keys
 from conversions.attribution import VIEWS_KEPT, field, generation, shard
@@ -8,6 +9,7 @@ from partners.models import Partner
 from stats.pipeline.ingest import Message, process_batch
 from tests.conversions.orders import order, order_event
 from tests.factories import at, create_tree, feed, pv_event
+from tests.reliability.test_redis_cluster import on_cluster, redis_cluster  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +117,16 @@ def test_redis_bytes_per_remembered_buyer(redis_client, capsys):
     with capsys.disabled():
         print(f"\nRedis bytes per remembered buyer ({VIEWS_KEPT} views): {used:.0f}")
     assert used < 512
+
+
+def test_on_a_redis_cluster_the_views_spread_over_the_masters_and_attribute(
+    on_cluster,  # noqa: F811 (the cluster tests' fixtures)
+    redis_cluster,  # noqa: F811
+):
+    buyers = [f"o-{n}" for n in range(200)]
+    feed([pv_event(at("2026-11-21 09:00"), "A2", buyer, event_id=f"v-{buyer}") for buyer in buyers], now=NOON)
+    feed([order_event(at("2026-11-21 09:30"), "SO-1", openid="o-7")], now=NOON)
+    assert (order("SO-1").partner.code, order("SO-1").view_event_id) == ("A2", "v-o-7")
+    gen = generation(int(NOON.timestamp() * 1000))
+    masters = {redis_cluster.owner(key_slot(keys.views(gen, shard(buyer)).encode())) for buyer in buyers}
+    assert masters == set(redis_cluster.master_ports())
