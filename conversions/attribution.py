@@ -14,8 +14,10 @@ Redis CPU a view, and blind writes without the read would lose the views of earl
 
 The read and the write are one step of the batch (a recorder on ``pv`` events, ``remember_views``), which runs
 after the batch before was applied; each field has one writer, the consumer of its partition, so no merge
-overwrites another's. A batch read again merges the same views again: nothing changes. A batch's own views are
-also merged in memory when its orders are attributed, whichever recorder runs first.
+overwrites another's (a consumer that lost its partition while it merged may still write once: the pipeline
+drops a partition it knows to be stale before the recorders run, and the fence comes after them). A batch read
+again merges the same views again: nothing changes. A batch's own views are also merged in memory when its
+orders are attributed, whichever recorder runs first.
 """
 
 import datetime as dt
@@ -56,11 +58,6 @@ class View:
     @property
     def ts(self) -> dt.datetime:
         return _EPOCH + self.ts_ms * _MS
-
-    def record(self) -> str:
-        """The view as stored: its ts first (13 digits from 2001 to 2286), so that records sort as (ts, event
-        id)."""
-        return f"{self.ts_ms}{_FIELD}{self.event_id}{_FIELD}{self.partner}{_FIELD}{self.url}"
 
     @classmethod
     def from_record(cls, record: str) -> "View":
@@ -134,6 +131,7 @@ def _batch_records(
         if lineage is None or not openid or view.is_bot:
             continue
         ts_ms = view.seconds * 1000 + view.ts.microsecond // 1000
+        # ts first (13 digits from 2001 to 2286), so that records sort as (ts, event id): the newest first
         record = f"{ts_ms}{_FIELD}{view.event_id}{_FIELD}{lineage.code}{_FIELD}{view.url[:URL_LIMIT]}"
         where = (ts_ms // span, crc32(openid.encode()) % shards)
         fields = grouped.get(where)
