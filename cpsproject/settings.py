@@ -6,6 +6,7 @@ The variables are listed in the README's configuration table; the stats options 
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -140,7 +141,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # REDIS_URL names one node of a Redis Cluster (any node); the product spreads its keys over the slots.
 REDIS_CLUSTER = env_bool("REDIS_CLUSTER", False)
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,

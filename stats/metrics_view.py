@@ -85,7 +85,8 @@ class PipelineCollector:
         for row in pipeline_status.consumer_lag():
             # No stored offset: nothing of the partition has been counted yet.
             offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "counted"], row.stored_offset or 0)
-            if row.lag is not None:
+            # A lag is known once the end offset has been seen, with its moment.
+            if row.lag is not None and row.end_offset is not None and row.seen_at is not None:
                 lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
                 seen.add_metric([settings.KAFKA_TOPIC, str(row.partition)], epoch(row.seen_at))
                 offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "end"], row.end_offset)

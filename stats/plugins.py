@@ -44,9 +44,11 @@ from stats.models import DeadLetter
 from stats.pipeline.archive import ArchivedEvent, get_archive
 from stats.pipeline.events import Rejected, identifier
 from stats.pipeline.registry import (
+    CommandRecorder,
     CounterWrites,
     Envelope,
     Event,
+    RedisClient,
     Refusal,
     register_counter,
     register_event_type,
@@ -106,12 +108,14 @@ def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw
 __all__ = [
     "ArchivedEvent",
     "archived_events",
+    "CommandRecorder",
     "CounterWrites",
     "DashboardPage",
     "PartnerPage",
     "Envelope",
     "Event",
     "Reason",
+    "RedisClient",
     "Refusal",
     "Rejected",
     "TrafficDay",
