@@ -15,6 +15,7 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
     Sum,
@@ -32,7 +33,16 @@ from django.utils.translation import gettext_lazy as _
 from conversions import dashboard  # noqa: F401 — registers the dashboard and partner page panels
 from conversions.conf import conversion_setting
 from conversions.explain import buyer_reference, explain, money
-from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from conversions.models import (
+    ExchangeRate,
+    HeldRefund,
+    LedgerEntry,
+    MonthClose,
+    Order,
+    OrderDrift,
+    OrderEvent,
+    Statement,
+)
 from cpsproject.common.admin_csv import ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
@@ -409,3 +419,85 @@ class HeldRefundAdmin(ReadOnlyAdmin):
 class MonthCloseAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "closed_at"]
     csv_fields = [(_("month"), "month"), (_("closed at"), "closed_at")]
+
+
+class DriftFilter(admin.SimpleListFilter):
+    """Only the partner-days whose recorded figures differed from the archive's."""
+
+    title = _("drift")
+    parameter_name = "drift"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _("with drift")), ("no", _("without drift"))]
+
+    def queryset(self, request, queryset):
+        same = (
+            Q(recorded_orders=F("exact_orders"))
+            & Q(recorded_gross=F("exact_gross"))
+            & Q(recorded_refunded=F("exact_refunded"))
+        )
+        if self.value() == "yes":
+            return queryset.exclude(same)
+        if self.value() == "no":
+            return queryset.filter(same)
+        return queryset
+
+
+@admin.register(OrderDrift)
+class OrderDriftAdmin(ReadOnlyAdmin):
+    """What each day's recount found (``conversions.reconcile``): recorded before it, in the archive after."""
+
+    list_display = [
+        "date",
+        "partner_column",
+        "recorded_orders",
+        "exact_orders",
+        "recorded_gross_column",
+        "exact_gross_column",
+        "recorded_refunded_column",
+        "exact_refunded_column",
+        "drifted_column",
+        "reconciled_at",
+    ]
+    list_filter = [DriftFilter, ("date", DateRangeFilter), PartnerFilter]
+    list_select_related = ["partner"]
+    list_display_links = None
+    csv_fields = [
+        (_("business day"), "date"),
+        (_("partner code"), "partner__code"),
+        (_("currency"), "reporting_currency"),
+        (_("orders recorded"), "recorded_orders"),
+        (_("orders in the archive"), "exact_orders"),
+        (_("gross recorded"), "recorded_gross"),
+        (_("gross in the archive"), "exact_gross"),
+        (_("refunded recorded"), "recorded_refunded"),
+        (_("refunded in the archive"), "exact_refunded"),
+        (_("reconciled at"), "reconciled_at"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(reporting_currency=Value(reporting_currency()))
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: OrderDrift) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("gross recorded"), ordering="recorded_gross")
+    def recorded_gross_column(self, obj: OrderDrift) -> str:
+        return money(obj.recorded_gross, reporting_currency())
+
+    @admin.display(description=_("gross in the archive"), ordering="exact_gross")
+    def exact_gross_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_gross, reporting_currency())
+
+    @admin.display(description=_("refunded recorded"), ordering="recorded_refunded")
+    def recorded_refunded_column(self, obj: OrderDrift) -> str:
+        return money(obj.recorded_refunded, reporting_currency())
+
+    @admin.display(description=_("refunded in the archive"), ordering="exact_refunded")
+    def exact_refunded_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_refunded, reporting_currency())
+
+    @admin.display(description=_("drift"), boolean=True)
+    def drifted_column(self, obj: OrderDrift) -> bool:
+        return obj.drifted
