@@ -171,9 +171,12 @@ def test_the_admin_lists_the_partner_days_with_drift(admin_client):
     lose("SO-2")
     reconcile()
     page = admin_client.get("/admin/conversions/orderdrift/?drift=yes").content.decode()
-    # B: 0 orders recorded, 1 in the archive; 0.00 CNY recorded, 48.00 CNY in the archive
+    # B: 1 order in the archive, none recorded before; 48.00 CNY in the archive, none recorded
     assert page.count('class="field-partner_column"') == 1
-    assert ">B</a>" in page and "48.00 CNY" in page
+    assert ">B</a>" in page
+    assert '<td class="field-orders_drift">+1</td>' in page
+    assert '<td class="field-gross_drift">+48.00 CNY</td>' in page
+    assert '<td class="field-refunded_drift">—</td>' in page
     assert (
         admin_client.get("/admin/conversions/orderdrift/?drift=no")
         .content.decode()
