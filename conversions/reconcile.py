@@ -202,7 +202,17 @@ def _record_missing(day: dt.date, events: Sequence[ArchivedEvent]) -> tuple[list
         return [], []
     lineages = partner_lineages()
     parsed, refused = _parsed(missing, lineages)
-    parsed.sort(key=lambda e: e.ts)
+    # A second payment of a recorded order is nothing to record (the order stays as its first made it), and
+    # would cost an attribution lookup and a second read of the day for nothing: leave it out.
+    paid_ids = [e.order_id for e in parsed if e.status == PAID]
+    known = {
+        oid
+        for chunk in _chunks(paid_ids)
+        for oid in Order.objects.filter(order_id__in=chunk).values_list("order_id", flat=True)
+    }
+    parsed = sorted((e for e in parsed if e.status != PAID or e.order_id not in known), key=lambda e: e.ts)
+    if not parsed:
+        return [], refused
     buyers = {e.openid for e in parsed if e.status == PAID and e.partner is None}
     views = _day_views(day, buyers, lineages) if buyers else []
     refusals = record_orders(parsed, batch={"pv": views, "order": parsed})

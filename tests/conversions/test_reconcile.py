@@ -183,3 +183,20 @@ def test_the_admin_lists_the_partner_days_with_drift(admin_client):
         .count('class="field-partner_column"')
         == 3
     )
+
+
+def test_the_conversions_viewers_read_the_order_drift_list(client):
+    from django.contrib.auth.models import Group
+
+    from cpsproject.common.viewers import CONVERSIONS_GROUP_NAME, group_names
+
+    reconcile()
+    user = create_staff(viewer=False)
+    client.login(username="staff", password="pw")
+    assert client.get("/admin/conversions/orderdrift/").status_code == 403
+    # the group as the migrations ship it
+    user.groups.add(Group.objects.get(name__in=group_names(CONVERSIONS_GROUP_NAME)))
+    assert (
+        client.get("/admin/conversions/orderdrift/").content.decode().count('class="field-partner_column"')
+        == 4
+    )
