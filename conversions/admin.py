@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.formats import date_format, time_format
+from django.utils.formats import date_format, number_format, time_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -289,7 +289,7 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         "order_column",
         "reason",
         "amount_column",
-        "share_bp",
+        "share_column",
         "event_date",
         "source_event_id",
     ]
@@ -325,6 +325,10 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     @admin.display(description=_("amount"), ordering="amount")
     def amount_column(self, obj: LedgerEntry) -> str:
         return money(obj.amount, reporting_currency())
+
+    @admin.display(description=_("share (bp)"), ordering="share_bp")
+    def share_column(self, obj: LedgerEntry) -> str:
+        return number_format(obj.share_bp, force_grouping=True)  # 10,000 as on the order's page
 
 
 class MonthFilter(admin.SimpleListFilter):

@@ -3,7 +3,7 @@
 The demo's own data (``seed_demo``: the sample tree and rates, yesterday reconciled, today's traffic with its
 orders, all through the consumer), and a simulated day of the month before last, consumed and closed, so the
 statements list has a month. Staff open the dashboard, a partner page, the explanation of an order attributed by
-a page view and partly refunded, the orders, the statements and the order drift. Every page fits a 1366-pixel
+a page view and partly refunded, the orders, the statements, the order drift and the ledger. Every page fits a 1366-pixel
 screen, shows its money grouped with its currency, and in Chinese carries none of the English words of its
 headings. Screenshots go to ``.run/screens/<language>/`` (``CPS_SCREENS`` elsewhere).
 """
@@ -109,6 +109,7 @@ def walk(browser, base: str, language: str, order: int, month: dt.date, statemen
         ("4-orders", "/admin/conversions/order/", ["#result_list td.field-reporting_column"]),
         ("5-statements", f"/admin/conversions/statement/?month={month:%Y-%m}", ["td.field-amount_column"]),
         ("6-order-drift", "/admin/conversions/orderdrift/", ["td.field-exact_gross_column"]),
+        ("7-ledger", "/admin/conversions/ledgerentry/", ["td.field-amount_column"]),
     ]
     for name, path, money_cells in pages:
         page.goto(f"{base}{path}")
