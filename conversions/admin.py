@@ -5,6 +5,8 @@ integers in minor units with a currency column, which is what finance pays from.
 its money (``order_explanation``). The buyer's openid is never shown: a keyed hash stands for it.
 """
 
+from decimal import Decimal
+
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
@@ -15,6 +17,7 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
     Sum,
@@ -25,14 +28,23 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.formats import date_format
+from django.utils.formats import date_format, number_format, time_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from conversions import dashboard  # noqa: F401 — registers the dashboard and partner page panels
 from conversions.conf import conversion_setting
-from conversions.explain import buyer_reference, explain, money
-from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from conversions.explain import buyer_reference, decimal_text, explain, money
+from conversions.models import (
+    ExchangeRate,
+    HeldRefund,
+    LedgerEntry,
+    MonthClose,
+    Order,
+    OrderDrift,
+    OrderEvent,
+    Statement,
+)
 from cpsproject.common.admin_csv import ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.timeutil import to_local
@@ -184,7 +196,13 @@ class OrderAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("paid at"), ordering="paid_at")
     def paid_at_column(self, obj: Order) -> str:
-        return date_format(to_local(obj.paid_at), "SHORT_DATETIME_FORMAT")
+        # Date and time each in one piece: the time may go under its date on a narrow list, not split itself.
+        local = to_local(obj.paid_at)
+        return format_html(
+            '<span class="cps-date">{}</span> <span class="cps-time">{}</span>',
+            date_format(local, "SHORT_DATE_FORMAT"),
+            time_format(local, "TIME_FORMAT"),
+        )
 
     @admin.display(description=_("partner"), ordering="partner__code")
     def partner_column(self, obj: Order) -> str:
@@ -245,6 +263,7 @@ def order_explanation(order: Order, *, status_code: str) -> dict:
         "order": order,
         "buyer": buyer_reference(order.openid),
         "reporting": reporting,
+        "rate": decimal_text(Decimal(order.rate)),  # as imported ("0.048"), not the column's 12 places
         "status": STATUS_LABELS[status_code],
         "steps": [(step, [(line, partners.get(line.partner_id)) for line in step.lines]) for step in steps],
         "chain": [
@@ -270,7 +289,7 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         "order_column",
         "reason",
         "amount_column",
-        "share_bp",
+        "share_column",
         "event_date",
         "source_event_id",
     ]
@@ -306,6 +325,10 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     @admin.display(description=_("amount"), ordering="amount")
     def amount_column(self, obj: LedgerEntry) -> str:
         return money(obj.amount, reporting_currency())
+
+    @admin.display(description=_("share (bp)"), ordering="share_bp")
+    def share_column(self, obj: LedgerEntry) -> str:
+        return number_format(obj.share_bp, force_grouping=True)  # 10,000 as on the order's page
 
 
 class MonthFilter(admin.SimpleListFilter):
@@ -409,3 +432,92 @@ class HeldRefundAdmin(ReadOnlyAdmin):
 class MonthCloseAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "closed_at"]
     csv_fields = [(_("month"), "month"), (_("closed at"), "closed_at")]
+
+
+class DriftFilter(admin.SimpleListFilter):
+    """Only the partner-days whose recorded figures differed from the archive's."""
+
+    title = _("drift")
+    parameter_name = "drift"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _("with drift")), ("no", _("without drift"))]
+
+    def queryset(self, request, queryset):
+        same = (
+            Q(recorded_orders=F("exact_orders"))
+            & Q(recorded_gross=F("exact_gross"))
+            & Q(recorded_refunded=F("exact_refunded"))
+        )
+        if self.value() == "yes":
+            return queryset.exclude(same)
+        if self.value() == "no":
+            return queryset.filter(same)
+        return queryset
+
+
+@admin.register(OrderDrift)
+class OrderDriftAdmin(ReadOnlyAdmin):
+    """What each day's recount found (``conversions.reconcile``): the archive's figures, and how far the tables
+    were from them before the recount (archive minus recorded; — when none)."""
+
+    list_display = [
+        "date",
+        "partner_column",
+        "exact_orders",
+        "orders_drift",
+        "exact_gross_column",
+        "gross_drift",
+        "exact_refunded_column",
+        "refunded_drift",
+    ]
+    list_filter = [DriftFilter, ("date", DateRangeFilter), PartnerFilter]
+    list_select_related = ["partner"]
+    list_display_links = None
+    csv_fields = [
+        (_("business day"), "date"),
+        (_("partner code"), "partner__code"),
+        (_("currency"), "reporting_currency"),
+        (_("orders recorded"), "recorded_orders"),
+        (_("orders in the archive"), "exact_orders"),
+        (_("gross recorded"), "recorded_gross"),
+        (_("gross in the archive"), "exact_gross"),
+        (_("refunded recorded"), "recorded_refunded"),
+        (_("refunded in the archive"), "exact_refunded"),
+        (_("reconciled at"), "reconciled_at"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(reporting_currency=Value(reporting_currency()))
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: OrderDrift) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("order drift"))
+    def orders_drift(self, obj: OrderDrift) -> str:
+        difference = obj.exact_orders - obj.recorded_orders
+        return f"{difference:+d}" if difference else "—"
+
+    @admin.display(description=_("gross in the archive"), ordering="exact_gross")
+    def exact_gross_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_gross, reporting_currency())
+
+    @admin.display(description=_("gross drift"))
+    def gross_drift(self, obj: OrderDrift) -> str:
+        return _signed_money(obj.exact_gross - obj.recorded_gross)
+
+    @admin.display(description=_("refunded in the archive"), ordering="exact_refunded")
+    def exact_refunded_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_refunded, reporting_currency())
+
+    @admin.display(description=_("refund drift"))
+    def refunded_drift(self, obj: OrderDrift) -> str:
+        return _signed_money(obj.exact_refunded - obj.recorded_refunded)
+
+
+def _signed_money(difference: int) -> str:
+    """A drift in money: ``+48.00 CNY``, ``-1.20 CNY``, or — when the tables held what the archive holds."""
+    if not difference:
+        return "—"
+    return ("+" if difference > 0 else "") + money(difference, reporting_currency())

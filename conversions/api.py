@@ -104,7 +104,9 @@ _CONVERSIONS = inline_serializer(
             {
                 "date": serializers.DateField(),
                 **dict(_FIGURES),
-                "reconciled": serializers.BooleanField(help_text="True once the day's recount ran: final."),
+                "reconciled": serializers.BooleanField(
+                    help_text="True once reconcile recounted the day's orders from the raw archive."
+                ),
             },
             many=True,
         ),

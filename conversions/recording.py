@@ -57,6 +57,7 @@ def record_orders(events: Sequence[Event], *, batch: Mapping[str, Sequence[Event
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             with transaction.atomic():
+                ledger.books_open()  # first: a month being closed waits for this batch's entries
                 return _record(orders, lookups)
         except IntegrityError:
             if attempt == _ATTEMPTS:

@@ -6,7 +6,8 @@ path, so a partner moved later does not move old orders. Money is the reporting 
 Per day: ``orders`` paid that day, ``buyers`` (distinct buyers of those orders), ``gross`` (paid that day),
 ``refunded`` (refunded or cancelled that day, whenever the order was paid), ``net`` = gross − refunded,
 ``commission`` (the partner's own ledger entries whose event falls on that day, from its orders and its
-downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (None where UV is 0).
+downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (None where UV is 0). A day is
+``reconciled`` once ``reconcile`` recounted its orders from the archive (after its traffic, in the same run).
 """
 
 import datetime as dt
@@ -29,7 +30,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from conversions.models import LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from conversions.models import LedgerEntry, MonthClose, Order, OrderDrift, OrderEvent, Statement
 from partners.models import Partner
 from stats.plugins import partner_uv_between, partner_uv_days
 
@@ -123,12 +124,13 @@ def partner_conversions(
     refunds = _refund_figures(partner, start, end)
     commissions = _commission_figures(partner, start, end)
     traffic = partner_uv_days(partner=partner, start=start, end=end, now=now)
+    recounted = recounted_days(start, end)
     days, day = [], start
     while day <= end:
         o = orders.get(day, {})
         refunded, refunded_self = refunds.get(day, (0, 0))
         gross, gross_self = o.get("gross", 0), o.get("gross_self", 0)
-        uv, reconciled = traffic[day]
+        uv = traffic[day].uv
         days.append(
             ConversionNumbers(
                 day,
@@ -142,11 +144,18 @@ def partner_conversions(
                 gross_self - refunded_self,
                 commissions.get(day, 0),
                 conversion_rate(o.get("buyers", 0), uv),
-                reconciled,
+                day in recounted,
             )
         )
         day += _ONE_DAY
     return days, _total(partner, start, end, days)
+
+
+def recounted_days(start: dt.date, end: dt.date) -> set[dt.date]:
+    """The days from ``start`` to ``end`` whose orders ``reconcile`` recounted from the archive."""
+    return set(
+        OrderDrift.objects.filter(date__gte=start, date__lte=end, partner=None).values_list("date", flat=True)
+    )
 
 
 def _total(

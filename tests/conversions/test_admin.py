@@ -295,7 +295,7 @@ def test_the_explanation_shows_the_sum_behind_every_ledger_entry(orders):
 def test_the_explanation_converts_each_event_at_the_orders_rate(orders):
     html = explanation(boss_client(), "SO-2")
     assert "The order named its partner itself (a link or a coupon): B." in html
-    assert "1 USD = 7.123400000000 CNY, the rate valid from 2026-11-01" in html
+    assert "1 USD = 7.1234 CNY, the rate valid from 2026-11-01" in html
     assert "19.99 USD × 7.1234 = 142.396766 → 142.40 CNY" in html
     assert "14,240 × 500 bp ÷ 10,000 = 712 → 712" in html
 
