@@ -117,8 +117,8 @@ def _recorded_figures(day: dt.date) -> PartnerFigures:
         .values("order__partner_id")
         .annotate(r=Sum("amount_reporting"))
     )
-    for row in refunds.order_by():
-        figures[row["order__partner_id"]].refunded = row["r"] or 0
+    for refund in refunds.order_by():
+        figures[refund["order__partner_id"]].refunded = refund["r"] or 0
     return dict(figures)
 
 
@@ -165,6 +165,11 @@ class _ArchivedView:
     payload: str
 
     type = "pv"
+
+    @property
+    def seconds(self) -> int:
+        """``ts`` in whole epoch seconds, as every event has it (the recorder reads ``ts``)."""
+        return int(self.ts.timestamp())
 
 
 def _day_views(day: dt.date, buyers: set[str], lineages: dict[str, Lineage]) -> list[_ArchivedView]:

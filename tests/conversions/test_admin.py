@@ -315,6 +315,12 @@ def test_the_explanation_of_a_cancellation_and_of_an_order_without_a_partner(ord
     assert '<td id="ledger-total">0</td>' in html
 
 
+def test_a_missing_orders_page_goes_back_to_the_admin_index_saying_so(orders):
+    response = boss_client().get("/admin/conversions/order/999999/change/", follow=True)
+    assert response.redirect_chain == [("/admin/", 302)]
+    assert "Order with ID “999999” doesn’t exist. Perhaps it was deleted?" in response.content.decode()
+
+
 def test_the_explanation_flags_an_entry_that_differs_from_its_sum(orders):
     LedgerEntry.objects.filter(source_event_id="SO-2-paid").update(amount=713)
     html = explanation(boss_client(), "SO-2")
