@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "stats",
     "loginlog",
     "conversions",
+    "quality",
 ]
 
 MIDDLEWARE = [
@@ -202,6 +203,11 @@ CPS_CONVERSIONS = {
     "COMMISSION_SHARES": [
         int(v) if v.isdigit() else v for v in env_list("CPS_COMMISSION_SHARES", "8000,1500,500")
     ],
+}
+
+CPS_QUALITY = {
+    "REPEAT_SECONDS": env_int("CPS_REPEAT_SECONDS", 30),
+    "MIN_ORDERS": env_int("CPS_QUALITY_MIN_ORDERS", 5),
 }
 
 CPS_LOGINS = {
