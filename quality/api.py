@@ -53,7 +53,7 @@ _DAY_FIELDS = {
         help_text="Views from networks staff listed (data centres, proxies)."
     ),
     "orders_by_view": serializers.IntegerField(
-        allow_null=True, help_text="Orders attributed by a view of the partner that day; null: not measured."
+        help_text="The partner's own orders paid that day that a view of it attributed."
     ),
     "median_seconds_to_order": serializers.FloatField(
         allow_null=True, help_text="Median seconds from the attributing view to the order; null: no order."
@@ -100,8 +100,8 @@ def _day(date: dt.date, row: QualityDay | None, findings: list[Finding], *, staf
         "distinct_networks": row.distinct_networks,
         "top_addresses_share": shares(row)["top_addresses_share"],
         "listed_pv": row.listed_pv,
-        "orders_by_view": None,
-        "median_seconds_to_order": None,
+        "orders_by_view": row.orders_by_view,
+        "median_seconds_to_order": row.median_seconds_to_order,
         "reconciled": row.reconciled_at is not None,
         "findings": [
             {"rule": f.rule, "value": f.value, "threshold": f.threshold, "status": f.status} for f in findings

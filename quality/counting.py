@@ -19,7 +19,7 @@ from cpsproject.common.timeutil import BatchClock
 from quality import keys
 from quality.conf import quality_setting
 from quality.networks import listed_ranges
-from quality.tally import DayTally
+from quality.tally import DayTally, quarter_of
 from stats.plugins import CounterWrites, Event
 
 _repeats = LuaScript(__file__, "repeats.lua")
@@ -40,6 +40,7 @@ def tallies(events: Sequence[Event]) -> dict[tuple[str, str], DayTally]:
             tally = by_day[key] = DayTally()
         tally.add(
             seconds=event.seconds,
+            quarter=quarter_of(event.seconds, clock.offset(event.seconds)),
             openid=getattr(event, "openid", ""),
             ua=getattr(event, "ua", ""),
             ip=getattr(event, "ip", ""),
@@ -61,6 +62,8 @@ def queue_quality(writes: CounterWrites, events: Sequence[Event], *, now: dt.dat
         signals = keys.signals(tag, code, day)
         fenced = writes.fenced
         fenced.hincrby(signals, "pv", tally.pv)
+        for quarter, views in tally.quarters.items():
+            fenced.hincrby(signals, keys.quarter_field(quarter), views)
         fenced.expire(signals, keys.DAY_TTL)
         if tally.automated:
             fenced.hincrby(signals, "automated", tally.automated)

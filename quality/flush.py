@@ -2,7 +2,8 @@
 
 1. walk the index (SSCAN) and group its members by partner-day: the partitions that hold a share of it;
 2. read every share (the signals hash, the address sorted set) and add them up: Redis holds each day's running
-   totals, so a row is written with absolute values and a flush run twice writes the same row;
+   totals, so a row is written with absolute values and a flush run twice writes the same row; add each
+   partner's orders paid that day from ``conversions.public`` (click to order);
 3. in one transaction, upsert the rows of the days not reconciled yet (a reconciled day is final) and judge
    their rules (``rules.judge_days``);
 4. after the commit, delete the keys of reconciled days (the recount replaced them), index member first.
@@ -10,7 +11,9 @@
 The ``quality flush`` job lock keeps two flushes, and a flush and the recount, from writing at once.
 """
 
+import bisect
 import datetime as dt
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -18,13 +21,14 @@ from django.db import transaction
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from conversions.public import PaidOrder, orders_paid_on
 from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import parse_stamp_day
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
 from quality import keys
 from quality.conf import quality_setting
-from quality.models import QualityDay
+from quality.models import ORDER_SECONDS_BINS, QualityDay
 from quality.rules import judge_days
 from quality.signals import network_of
 from quality.tally import DayTally
@@ -68,6 +72,8 @@ def read_day(client, day: str, code: str, tags: list[str]) -> DayTally:
         tally.automated += numbers.get("automated", 0)
         tally.listed += numbers.get("listed", 0)
         tally.repeats += numbers.get("repeats", 0)
+        for quarter in range(96):
+            tally.quarters[quarter] += numbers.get(keys.quarter_field(quarter), 0)
         for address, views in addresses:
             tally.addresses[address.decode()] += int(views)
     return tally
@@ -88,7 +94,44 @@ def day_row(tally: DayTally, *, repeats: int) -> dict:
         "top_addresses": [[address, views] for address, views in top],
         "top_addresses_pv": sum(views for _, views in top),
         "listed_pv": tally.listed,
+        "quarters": [tally.quarters.get(quarter, 0) for quarter in range(96)],
     }
+
+
+def order_fields(orders: list[PaidOrder]) -> dict:
+    """The ``QualityDay`` order fields of one partner's orders paid that day."""
+    seconds = sorted(o.seconds_to_order for o in orders if o.seconds_to_order is not None)
+    histogram = [0] * (len(ORDER_SECONDS_BINS) + 1)
+    for value in seconds:
+        histogram[bisect.bisect_right(ORDER_SECONDS_BINS, value)] += 1
+    return {
+        "orders": len(orders),
+        "orders_by_view": sum(1 for o in orders if o.by_view),
+        "order_seconds": histogram,
+        "median_seconds_to_order": statistics.median(seconds) if seconds else None,
+    }
+
+
+def with_orders(rows: list[dict], dates: set[dt.date], *, skip: set[tuple[int, dt.date]]) -> list[dict]:
+    """Return ``rows`` with each partner-day's order fields, and rows of order fields alone for the partners
+    that sold on those ``dates`` with no views there; partner-days in ``skip`` (reconciled) are left out."""
+    by_key = {(row["partner_id"], row["date"]): row for row in rows}
+    paid = orders_paid_on(sorted(dates))
+    codes = {order.partner for orders in paid.values() for order in orders}
+    ids = dict(Partner.objects.filter(code__in=codes).values_list("code", "id"))
+    for date, orders in paid.items():
+        by_partner: dict[int, list[PaidOrder]] = {}
+        for order in orders:
+            by_partner.setdefault(ids[order.partner], []).append(order)
+        for partner_id, own in by_partner.items():
+            if (partner_id, date) not in skip:
+                by_key.setdefault((partner_id, date), {"partner_id": partner_id, "date": date})
+                by_key[(partner_id, date)].update(order_fields(own))
+    empty = order_fields([])
+    for row in by_key.values():
+        if "orders" not in row:
+            row.update(empty)  # its orders may have been refunded away: nothing sold that day
+    return list(by_key.values())
 
 
 def written_days(rows: list[dict]) -> list[QualityDay]:
@@ -133,6 +176,7 @@ def flush_quality(*, now: dt.datetime | None = None) -> QualityFlushResult:
                 continue
             tally = read_day(client, day, code, tags)  # step 2
             rows.append({"partner_id": partner_id, "date": date, **day_row(tally, repeats=tally.repeats)})
+        rows = with_orders(rows, {parse_stamp_day(d) for d, _ in shares}, skip=reconciled)
         lock.ensure_held()
         with transaction.atomic():  # step 3
             upsert_rows(QualityDay, rows, key_fields=["partner_id", "date"])

@@ -6,7 +6,8 @@ of the partition they were counted from and move in its MULTI/EXEC with its offs
 figure is the sum over the partitions (addresses: the union of their sorted sets)::
 
     {P:pN}:q:{code}:{yyyyMMdd}        hash  pv, automated, repeats, listed: the partner's own views that day,
-                                            those a crawler list recognises, repeats, views from listed networks
+                                            those a crawler list recognises, repeats, views from listed networks;
+                                            q0..q95: views per quarter hour (at most 100 fields: a listpack)
     {P:pN}:q:{code}:{yyyyMMdd}:ips    zset  client address (canonical text) -> views that day
     {P:pN}:q:{code}:{yyyyMMdd}:last   hash  openid -> epoch seconds of its latest view through the partner that
                                             day (repeats.lua reads and moves it)
@@ -28,6 +29,10 @@ SEPARATOR = "\x1f"  # partner codes and tags hold no control character
 
 def signals(tag: str, code: str, day: str) -> str:
     return f"{tag}:q:{code}:{day}"
+
+
+def quarter_field(quarter: int) -> str:
+    return f"q{quarter}"
 
 
 def addresses(tag: str, code: str, day: str) -> str:

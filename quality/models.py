@@ -6,6 +6,9 @@ from django.utils.translation import gettext_lazy as _
 
 from partners.models import Partner
 
+# Upper bounds (seconds, exclusive) of the click-to-order histogram: under 10 s, 1 min, 10 min, 1 h, 1 day, longer.
+ORDER_SECONDS_BINS = (10, 60, 600, 3600, 86400)
+
 
 class QualityDay(models.Model):
     """One partner-day of signals over the partner's own page views, automated ones included.
@@ -29,6 +32,16 @@ class QualityDay(models.Model):
     top_addresses = models.JSONField(verbose_name=_("busiest addresses"), default=list)
     top_addresses_pv = models.BigIntegerField(verbose_name=_("views of the busiest addresses"), default=0)
     listed_pv = models.BigIntegerField(verbose_name=_("views from listed networks"), default=0)
+    # Views per quarter hour of the business day (96 counts): what spikes and drops are measured on.
+    quarters = models.JSONField(verbose_name=_("views per quarter hour"), default=list)
+    # The partner's own orders paid that day (as attributed), those attributed by a view, how long after the
+    # view they were paid (ORDER_SECONDS_BINS), and the median of that time.
+    orders = models.BigIntegerField(verbose_name=_("orders"), default=0)
+    orders_by_view = models.BigIntegerField(verbose_name=_("orders attributed by a view"), default=0)
+    order_seconds = models.JSONField(verbose_name=_("time from view to order"), default=list)
+    median_seconds_to_order = models.FloatField(
+        verbose_name=_("median seconds from view to order"), null=True, blank=True
+    )
     reconciled_at = models.DateTimeField(verbose_name=_("reconciled at"), null=True, blank=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 

@@ -1,7 +1,8 @@
 """The exact recount of a day's signals from the raw-event archive, run by ``reconcile`` after the counters'.
 
 Every signal is recomputed from the archived ``pv`` events of the day (each event id once): repeats exactly,
-over all the partitions and in time order, where the live count is an estimate. The listed networks are the
+over all the partitions and in time order, where the live count is an estimate. Orders are read as recorded
+(``conversions`` recounts its own). The listed networks are the
 list of now. The rows become final (``reconciled_at``): the flush leaves them alone and deletes the day's keys.
 """
 
@@ -13,14 +14,15 @@ import orjson
 from django.db import transaction
 
 from cpsproject.common.locks import job_lock
+from cpsproject.common.timeutil import BatchClock
 from cpsproject.common.upsert import upsert_rows
 from partners.models import Partner
 from quality.conf import quality_setting
-from quality.flush import LOCK, day_row, written_days
+from quality.flush import LOCK, day_row, with_orders, written_days
 from quality.models import QualityDay
 from quality.networks import listed_ranges
 from quality.rules import judge_days
-from quality.tally import DayTally, count_repeats
+from quality.tally import DayTally, count_repeats, quarter_of
 from stats.plugins import archived_events
 
 # How long the recount waits for a running quality flush (which takes seconds).
@@ -49,6 +51,7 @@ def _text(payload: dict, name: str) -> str:
 def day_tallies(day: dt.date) -> dict[str, DayTally]:
     """Return each partner's tally of ``day`` from the archive (own page views, automated ones included)."""
     listed = listed_ranges()
+    clock = BatchClock()
     tallies: dict[str, DayTally] = {}
     for event in archived_events(day):
         if event.type != "pv" or not event.path:
@@ -57,8 +60,10 @@ def day_tallies(day: dt.date) -> dict[str, DayTally]:
         tally = tallies.get(event.partner)
         if tally is None:
             tally = tallies[event.partner] = DayTally()
+        seconds = math.floor(event.ts.timestamp())
         tally.add(
-            seconds=math.floor(event.ts.timestamp()),
+            seconds=seconds,
+            quarter=quarter_of(seconds, clock.offset(seconds)),
             openid=event.openid,
             ua=_text(payload, "ua"),
             ip=_text(payload, "ip"),
@@ -93,6 +98,7 @@ def recount(*, day: dt.date, now: dt.datetime) -> str:
             for pid in existing
             if pid not in counted
         ]
+        rows = with_orders(rows, {day}, skip=set())
         for row in rows:
             row["reconciled_at"] = now
             live = existing.get(row["partner_id"])

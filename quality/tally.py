@@ -19,12 +19,16 @@ class DayTally:
     listed: int = 0
     repeats: int = 0
     addresses: Counter[str] = field(default_factory=Counter)
+    quarters: Counter[int] = field(default_factory=Counter)  # quarter hour of the business day -> views
     # (epoch seconds, openid) of the views with a buyer, for the repeats
     views: list[tuple[int, str]] = field(default_factory=list)
 
-    def add(self, *, seconds: int, openid: str, ua: str, ip: str, bot: bool, listed: Ranges) -> None:
-        """Count one view: automated or not, its address and whether a listed network holds it."""
+    def add(
+        self, *, seconds: int, quarter: int, openid: str, ua: str, ip: str, bot: bool, listed: Ranges
+    ) -> None:
+        """Count one view: its quarter hour, automated or not, its address and whether a listed network holds it."""
         self.pv += 1
+        self.quarters[quarter] += 1
         if is_automated(ua, product_bot=bot):
             self.automated += 1
         parsed = client_address(ip) if ip else None
@@ -34,6 +38,12 @@ class DayTally:
                 self.listed += 1
         if openid:
             self.views.append((seconds, openid))
+
+
+def quarter_of(seconds: int, offset: int) -> int:
+    """Return the quarter hour (0-95) of the business day holding epoch ``seconds`` (``offset``: the business
+    time zone's seconds ahead of UTC then)."""
+    return (seconds + offset) % 86400 // 900
 
 
 def count_repeats(views: list[tuple[int, str]], window: int) -> int:

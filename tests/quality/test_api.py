@@ -43,7 +43,7 @@ def test_staff_read_a_partners_days_with_its_busiest_addresses_and_findings(traf
         "distinct_networks": 0,
         "top_addresses_share": None,
         "listed_pv": 0,
-        "orders_by_view": None,
+        "orders_by_view": 0,
         "median_seconds_to_order": None,
         "reconciled": False,
         "findings": [],
@@ -58,7 +58,7 @@ def test_staff_read_a_partners_days_with_its_busiest_addresses_and_findings(traf
         "distinct_networks": 1,
         "top_addresses_share": 1.0,
         "listed_pv": 0,
-        "orders_by_view": None,
+        "orders_by_view": 0,
         "median_seconds_to_order": None,
         "reconciled": False,
         # 3 repeats of 4 views = 0.75 > 0.3; one address for every view = 1.0 > 0.5

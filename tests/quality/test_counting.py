@@ -84,6 +84,8 @@ def test_a_day_of_signals_live_then_exact_after_reconcile():
     }
     assert signals("A1") == live
     assert signals("B")["pv"] == 1
+    quarters = QualityDay.objects.get(partner__code="A1", date=DAY).quarters
+    assert (len(quarters), quarters[40], sum(quarters)) == (96, 10, 10)  # 10:00-10:15 is the 41st quarter
     assert not QualityDay.objects.filter(partner__code="A").exists()  # own traffic only
 
     result = reconcile(day=DAY, now=NEXT_DAY)
