@@ -14,3 +14,5 @@ class QualityConfig(AppConfig):
 
         register_counter("traffic quality", event_type="pv", queue=queue_quality)
         register_day_recount("traffic quality", recount)
+        # The panels and /metrics figures: registered here, as the admin may not load in every process.
+        from quality import dashboard  # noqa: F401

@@ -49,6 +49,12 @@ DEFAULTS = {
     "MAX_CONVERSION_RATIO": 5,
     # Partners with at least this many orders a day make the median the conversion rule compares with.
     "MIN_ORDERS": 5,
+    # A partner's views of the last hour against the median of the same hour on the 7 days before: beyond this
+    # factor up (a spike) or down (a drop) it shows on the dashboard and in /metrics. 3x is PostHog's default
+    # sensitivity for anomaly alerts on a weekly baseline; below it, weekday swings alone would trip it.
+    "SPIKE_FACTOR": 3,
+    # The larger of the hour and its median must reach this many views: 2 views against 0 is no spike.
+    "SPIKE_MIN_VIEWS": 100,
 }
 
 quality_setting = AppSettings(
@@ -67,5 +73,7 @@ quality_setting = AppSettings(
         "FAST_ORDERS_MIN": positive_int(),
         "MAX_CONVERSION_RATIO": _positive_number(),
         "MIN_ORDERS": positive_int(),
+        "SPIKE_FACTOR": _positive_number(),
+        "SPIKE_MIN_VIEWS": positive_int(),
     },
 )

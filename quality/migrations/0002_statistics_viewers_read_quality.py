@@ -6,11 +6,7 @@ from django.db import migrations
 
 from cpsproject.common.viewers import GROUP_NAME, ensure_statistics_viewers
 
-PERMISSIONS = [
-    ("quality", "view_qualityday"),
-    ("quality", "view_finding"),
-    ("quality", "view_listednetwork"),
-]
+from quality.migrations import PERMISSIONS
 
 
 def add_permissions(apps, schema_editor) -> None:

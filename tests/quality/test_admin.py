@@ -94,3 +94,23 @@ def test_the_review_page_speaks_chinese(finding):
     assert "待审核流量" in listing and "重复浏览" in listing and "待审核" in listing
     page = client.get(f"/admin/quality/finding/{finding.pk}/change/", HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "400 次浏览，0 次自动化，300 次重复，1 个地址分布于 1 个网段" in page.content.decode()
+
+
+def test_the_partner_page_shows_the_days_signals_beside_their_findings_and_evidence(finding):
+    QualityDay.objects.filter(date=DAY).update(orders=3, orders_by_view=3, order_seconds=[3, 0, 0, 0, 0, 0])
+    QualityDay.objects.filter(date=DAY).update(median_seconds_to_order=4.0)
+    client = reviewer(can_resolve=False)
+    page = client.get("/admin/network/A1/?start=2026-11-21&end=2026-11-21").content.decode()
+    start = page.index('id="quality-days"')
+    table = page[start : page.index("</table>", start)]
+    assert '<tr data-date="2026-11-21">' in table
+    assert "<td>400</td><td>0</td><td>300</td>" in table and "100%" in table
+    assert "repeat views</a> (open)" in table
+    assert "busiest addresses: 203.0.113.7 (400)" in table
+    assert "under 10 s 3" in table
+    # Without the quality permissions, no panel.
+    outsider = create_staff("outsider", viewer=False)
+    outsider.user_permissions.add(*Permission.objects.filter(codename__in=["view_dailystat", "view_partner"]))
+    other = Client()
+    other.force_login(outsider)
+    assert 'id="quality-days"' not in other.get("/admin/network/A1/").content.decode()
