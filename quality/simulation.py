@@ -76,7 +76,8 @@ class _Maker:
 
     def order(self, when: dt.datetime, buyer: str) -> Event:
         self.count += 1
-        payload = {"event_id": f"{self.prefix}-o{self.count}", "type": "order", "ts": when.isoformat()}
+        payload: dict[str, object] = {"event_id": f"{self.prefix}-o{self.count}", "type": "order"}
+        payload["ts"] = when.isoformat()
         payload |= {"order_id": f"{self.prefix}-SO{self.count}", "openid": buyer, "status": "paid"}
         payload |= {"amount": 9900, "currency": "CNY"}
         return Event(buyer, orjson.dumps(payload))
