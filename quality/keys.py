@@ -10,7 +10,7 @@ figure is the sum over the partitions (addresses: the union of their sorted sets
                                             q0..q95: views per quarter hour (at most 100 fields: a listpack)
     {P:pN}:q:{code}:{yyyyMMdd}:ips    zset  client address (canonical text) -> views that day
     {P:pN}:q:{code}:{yyyyMMdd}:last   hash  openid -> epoch seconds of its latest view through the partner that
-                                            day (repeats.lua reads and moves it)
+                                            day (signals.lua reads and moves it)
     {P}:q:index                       set   "{yyyyMMdd}\\x1f{tag}\\x1f{code}": which partner-days each partition
                                             holds (SADD before the transaction: a replay adds nothing); the
                                             flush walks it with SSCAN, never KEYS

@@ -8,6 +8,10 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+# The standard library's own regular-expression parser (Python 3.11+), to read what a pattern requires.
+from re import _constants as sre_constants  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+
 from crawleruseragents import CRAWLER_USER_AGENTS_DATA
 
 from quality.conf import quality_setting
@@ -19,15 +23,66 @@ _V4_MAPPED = 0xFFFF << 32
 _MAX_ADDRESS_CHARS = 45
 
 
+def _required_literal(pattern: str) -> str | None:
+    """Return the longest run of plain characters every match of ``pattern`` holds (3 or more), or None."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error:
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    best, run = "", ""
+    for op, value in parsed:
+        if op is sre_constants.LITERAL:
+            run += chr(value)
+        else:
+            best, run = max(best, run, key=len), ""
+    best = max(best, run, key=len)
+    return best if len(best) >= 3 else None
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regular expression matching any of ``words``, their common prefixes factored out: Python's engine
+    tries a trie in a few steps per position where a flat alternation of 1,500 words tries every word."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        branches = [re.escape(char) + build(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
+
+
 @lru_cache(maxsize=1)
-def _crawler_regex() -> re.Pattern[str]:
+def _crawler_matchers() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The crawler list as (a prefilter, the list): a user agent the prefilter misses matches no pattern.
+
+    The list's 1,500 patterns in one alternation cost 0.3-2 ms per new user agent, so a stream of made-up
+    user agents would stall the consumer; the plain text each pattern requires, as one trie, costs about
+    20 µs and rules out every browser, and the few patterns with no such text join it as they are.
+    """
+    patterns = [entry["pattern"] for entry in CRAWLER_USER_AGENTS_DATA]
+    literals = {pattern: _required_literal(pattern) for pattern in patterns}
+    loose = [f"(?:{pattern})" for pattern, literal in literals.items() if literal is None]
+    prefilter = "|".join([_trie_pattern(literal for literal in literals.values() if literal), *loose])
     # Case-sensitive, as the list's patterns are written (``Googlebot\/``, ``[wW]get``).
-    return re.compile("|".join(f"(?:{entry['pattern']})" for entry in CRAWLER_USER_AGENTS_DATA))
+    full = "|".join(f"(?:{pattern})" for pattern in patterns)
+    return re.compile(prefilter), re.compile(full)
 
 
 @lru_cache(maxsize=8192)
-def _listed_crawler(user_agent: str) -> bool:
-    return _crawler_regex().search(user_agent) is not None
+def listed_crawler(user_agent: str) -> bool:
+    """Return whether the crawler list recognises ``user_agent`` (remembered for the 8,192 last seen)."""
+    prefilter, full = _crawler_matchers()
+    return prefilter.search(user_agent) is not None and full.search(user_agent) is not None
 
 
 def is_automated(user_agent: str, *, product_bot: bool) -> bool:
@@ -37,7 +92,7 @@ def is_automated(user_agent: str, *, product_bot: bool) -> bool:
         return True
     if not user_agent:
         return False
-    return _listed_crawler(user_agent[: quality_setting("UA_MATCH_CHARS")])
+    return listed_crawler(user_agent[: quality_setting("UA_MATCH_CHARS")])
 
 
 @lru_cache(maxsize=65536)
@@ -46,6 +101,15 @@ def client_address(text: str) -> tuple[str, str, int] | None:
     not an IP address. IPv4 networks are /24, IPv6 ones /48; an IPv4-mapped IPv6 address is its IPv4 address.
     """
     if not text or len(text) > _MAX_ADDRESS_CHARS or "%" in text:  # a scope id names a link, not a client
+        return None
+    parts = text.split(".")
+    # Dotted IPv4 in its canonical form, the usual case, without the ipaddress module's objects (5 µs).
+    if len(parts) == 4 and all(
+        p.isascii() and p.isdigit() and len(p) <= 3 and (p[0] != "0" or p == "0") for p in parts
+    ):
+        a, b, c, d = (int(p) for p in parts)
+        if a <= 255 and b <= 255 and c <= 255 and d <= 255:
+            return text, f"{a}.{b}.{c}.0/24", _V4_MAPPED | (a << 24 | b << 16 | c << 8 | d)
         return None
     try:
         address = ipaddress.ip_address(text)

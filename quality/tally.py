@@ -34,7 +34,7 @@ class DayTally:
         parsed = client_address(ip) if ip else None
         if parsed is not None:
             self.addresses[parsed[0]] += 1
-            if parsed[2] in listed:
+            if listed and parsed[2] in listed:
                 self.listed += 1
         if openid:
             self.views.append((seconds, openid))

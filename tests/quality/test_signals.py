@@ -66,3 +66,40 @@ def test_repeats_count_views_within_the_window_of_the_previous_one_of_the_same_b
     views = [(100, "a"), (130, "a"), (161, "a"), (190, "a"), (100, "b"), (100, "b"), (500, "b")]
     # a: 130 (30 s after 100) and 190 (29 s after 161) repeat, 161 (31 s) not; b: the second at 100 repeats
     assert count_repeats(views, 30) == 3
+
+
+def test_the_crawler_prefilter_changes_no_verdict_of_the_lists_own_examples_nor_of_browsers():
+    import random
+
+    from crawleruseragents import CRAWLER_USER_AGENTS_DATA
+
+    from quality.signals import _crawler_matchers
+
+    prefilter, full = _crawler_matchers()
+    examples = [ua for entry in CRAWLER_USER_AGENTS_DATA for ua in entry.get("instances", [])]
+    assert len(examples) > 2000
+    missed = [ua for ua in examples if full.search(ua) and not prefilter.search(ua)]
+    assert missed == []
+    r = random.Random(7)
+    browsers = [
+        f"Mozilla/5.0 (Linux; Android {r.randint(5, 14)}; SM-G{r.randint(100, 999)}) AppleWebKit/537.36 "
+        f"(KHTML, like Gecko) Chrome/{r.randint(90, 130)}.0.{r.randint(1000, 9999)}.1 Mobile Safari/537.36"
+        for _ in range(500)
+    ]
+    assert [ua for ua in browsers if prefilter.search(ua)] == []  # browsers never pay for the full list
+
+
+@pytest.mark.parametrize(
+    "text", ["0.0.0.0", "1.2.3.4", "255.255.255.255", "10.0.0.1", "01.2.3.4", "256.1.1.1", "1.2.3"]
+)
+def test_the_ipv4_fast_path_agrees_with_the_ipaddress_module(text):
+    import ipaddress
+
+    try:
+        expected = str(ipaddress.IPv4Address(text))
+    except ValueError:
+        expected = None
+    parsed = client_address(text)
+    assert (parsed[0] if parsed else None) == expected
+    if parsed:
+        assert parsed[2] == int(ipaddress.IPv6Address(f"::ffff:{text}"))
