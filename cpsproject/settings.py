@@ -296,6 +296,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two "status" choice sets (orders, findings): the findings' gets a name of its own.
+    "ENUM_NAME_OVERRIDES": {"FindingStatusEnum": ["open", "cleared", "confirmed"]},
     # The failed-authentication gate authenticates nobody: the schema lists the real ways in.
     "AUTHENTICATION_WHITELIST": [
         "rest_framework.authentication.SessionAuthentication",
