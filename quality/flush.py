@@ -144,15 +144,23 @@ def written_days(rows: list[dict]) -> list[QualityDay]:
 
 
 def _delete_days(client, shares: dict[tuple[str, str], list[str]], done: list[tuple[str, str]]) -> None:
+    if not done:
+        return
+    # The index members first, in a round trip of their own (a cluster pipeline sends each node its commands
+    # in parallel): a key left without its member would never be flushed nor deleted.
+    unlisted = client.pipeline(transaction=False)
     for day, code in done:
-        pipe = client.pipeline(transaction=False)
         for tag in shares[(day, code)]:
-            # The index member first: a key left without one would never be flushed nor deleted.
-            pipe.srem(keys.index(), keys.index_member(day, tag, code))
-            pipe.delete(
-                keys.signals(tag, code, day), keys.addresses(tag, code, day), keys.last_views(tag, code, day)
-            )
-        pipe.execute()
+            unlisted.srem(keys.index(), keys.index_member(day, tag, code))
+    unlisted.execute()
+    deleted = client.pipeline(transaction=False)
+    for day, code in done:
+        for tag in shares[(day, code)]:
+            # One key a DELETE: redis-py's cluster pipeline refuses a multi-key one.
+            deleted.delete(keys.signals(tag, code, day))
+            deleted.delete(keys.addresses(tag, code, day))
+            deleted.delete(keys.last_views(tag, code, day))
+    deleted.execute()
 
 
 def flush_quality(*, now: dt.datetime | None = None) -> QualityFlushResult:

@@ -39,7 +39,7 @@ def signals(code: str) -> dict:
     }
 
 
-def test_a_day_of_signals_live_then_exact_after_reconcile():
+def test_a_day_of_signals_live_then_exact_after_reconcile(redis_client, redis_prefix):
     create_tree()
     import_networks("cidr,label\n198.51.100.0/24,hosting\n")
     first = feed(
@@ -94,6 +94,9 @@ def test_a_day_of_signals_live_then_exact_after_reconcile():
     )
     assert signals("A1") == live | {"repeat_pv": 2, "reconciled": True}
     # A reconciled day is final: its keys go at the next flush, and a late view no longer moves the row.
+    assert flush_quality(now=NEXT_DAY).deleted_days == 2
+    assert [k for k in redis_client.scan_iter(match=f"{{{redis_prefix}:p*}}:q:*")] == []
+    assert redis_client.scard(f"{{{redis_prefix}}}:q:index") == 0
     feed([view("23:00:00", "A1", "o-11", ip="203.0.113.9")], now=NEXT_DAY)
     flush_quality(now=NEXT_DAY)
     assert signals("A1") == live | {"repeat_pv": 2, "reconciled": True}
