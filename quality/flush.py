@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 from django_redis import get_redis_connection
+from redis.client import Redis
+from redis.cluster import RedisCluster
 
 from conversions.public import PaidOrder, orders_paid_on
 from cpsproject.common.locks import job_lock
@@ -34,6 +36,8 @@ from quality.signals import network_of
 from quality.tally import DayTally
 
 LOCK = "quality flush"
+# One Redis, or a Redis Cluster (REDIS_CLUSTER=1).
+RedisClient = Redis | RedisCluster
 
 
 @dataclass
@@ -49,7 +53,7 @@ class QualityFlushResult:
         )
 
 
-def _index(client) -> dict[tuple[str, str], list[str]]:
+def _index(client: RedisClient) -> dict[tuple[str, str], list[str]]:
     """Return (day stamp, code) -> the tags of the partitions holding a share of that partner-day."""
     shares: dict[tuple[str, str], list[str]] = defaultdict(list)
     for member in client.sscan_iter(keys.index(), count=1000):
@@ -58,7 +62,7 @@ def _index(client) -> dict[tuple[str, str], list[str]]:
     return shares
 
 
-def read_day(client, day: str, code: str, tags: list[str]) -> DayTally:
+def read_day(client: RedisClient, day: str, code: str, tags: list[str]) -> DayTally:
     """Add up every partition's share of one partner-day (repeats come counted)."""
     pipe = client.pipeline(transaction=False)
     for tag in tags:
@@ -143,7 +147,9 @@ def written_days(rows: list[dict]) -> list[QualityDay]:
     return [day for day in stored if (day.partner_id, day.date) in wanted]
 
 
-def _delete_days(client, shares: dict[tuple[str, str], list[str]], done: list[tuple[str, str]]) -> None:
+def _delete_days(
+    client: RedisClient, shares: dict[tuple[str, str], list[str]], done: list[tuple[str, str]]
+) -> None:
     if not done:
         return
     # The index members first, in a round trip of their own (a cluster pipeline sends each node its commands
