@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "stats",
     "loginlog",
     "conversions",
+    "quality",
 ]
 
 MIDDLEWARE = [
@@ -205,6 +206,11 @@ CPS_CONVERSIONS = {
     ],
 }
 
+CPS_QUALITY = {
+    "REPEAT_SECONDS": env_int("CPS_REPEAT_SECONDS", 30),
+    "MIN_ORDERS": env_int("CPS_QUALITY_MIN_ORDERS", 5),
+}
+
 CPS_LOGINS = {
     "RETENTION_DAYS": env_int("CPS_LOGIN_RETENTION_DAYS", 62),
     "MAX_USER_ID": env_int("CPS_MAX_USER_ID", 2**24 - 1),
@@ -291,6 +297,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two "status" choice sets (orders, findings): the findings' gets a name of its own.
+    "ENUM_NAME_OVERRIDES": {"FindingStatusEnum": ["open", "cleared", "confirmed"]},
     # The failed-authentication gate authenticates nobody: the schema lists the real ways in.
     "AUTHENTICATION_WHITELIST": [
         "rest_framework.authentication.SessionAuthentication",

@@ -20,6 +20,7 @@ from cpsproject.common.timeutil import epoch
 from stats.dashboard.site import can_read_statistics
 from stats.pipeline import metrics
 from stats.read import pipeline_status
+from stats.read.metric_sources import extra_metrics
 
 
 class PipelineCollector:
@@ -30,6 +31,7 @@ class PipelineCollector:
         yield from self._kafka()
         yield from self._consumers()
         yield from self._jobs()
+        yield from extra_metrics()  # what other apps add (stats.plugins.register_metrics)
 
     def _counts(self) -> Iterator[Metric]:
         """Events counted, dead letters counted, and how long batches take."""

@@ -31,7 +31,8 @@ reconciled), as the stats API shows it, and ``partner_uv_between(partner, start,
 the range.
 
 A feature adds a panel to the dashboard or the partner page with ``register_dashboard_panel(name, render)`` /
-``register_partner_page_panel(name, render)`` (``stats.read.panels``).
+``register_partner_page_panel(name, render)`` (``stats.read.panels``), and figures to ``/metrics`` with
+``register_metrics(name, collect)``, ``collect() -> prometheus-client metric families`` (``stats.read.metric_sources``).
 """
 
 import datetime as dt
@@ -56,6 +57,7 @@ from stats.pipeline.registry import (
     register_recorder,
 )
 from stats.read.health import register_health_check
+from stats.read.metric_sources import register_metrics
 from stats.read.panels import (
     DashboardPage,
     PartnerPage,
@@ -128,6 +130,7 @@ __all__ = [
     "register_event_type",
     "register_health_check",
     "register_layout_upgrade",
+    "register_metrics",
     "register_partner_page_panel",
     "register_recorder",
     "store_dead_letter",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.utils.translation import gettext
@@ -291,11 +292,16 @@ class Pagination(PageNumberPagination):
 
     def paginate_queryset(
         self, queryset: QuerySet[Any] | Sequence[Any], request: Request, view: APIView | None = None
-    ) -> list[Any] | None:
+    ) -> list[Any]:
         try:
-            return super().paginate_queryset(queryset, request, view)
+            page = super().paginate_queryset(queryset, request, view)
         except NotFound as exc:
             raise NotFound({self.page_query_param: [str(exc.detail)]}) from exc
+        if page is None:
+            # DRF pages nothing without a page size. Settings fix PAGE_SIZE and no page-size parameter is read,
+            # so no request gets here: only a settings change that would make every list unbounded.
+            raise ImproperlyConfigured("REST_FRAMEWORK['PAGE_SIZE'] must be set: the API lists come in pages")
+        return page
 
 
 class FormatNegotiation(DefaultContentNegotiation):

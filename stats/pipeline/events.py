@@ -52,6 +52,9 @@ class PageView:
     openid: str
     is_bot: bool
     payload: str = field(repr=False)  # the message value as received (valid UTF-8 JSON)
+    # Kept as sent ("" when absent) for the features that judge traffic (quality): each checks its own rules.
+    ua: str = field(default="", repr=False)
+    ip: str = field(default="", repr=False)
 
     type = "pv"
 
@@ -274,7 +277,9 @@ class EventReader:
             return None
         user_agent = shape.ua
         is_bot = False if not user_agent else self.is_bot(user_agent)
-        return PageView(event_id, ts, seconds, lineage, openid, is_bot, text)
+        return PageView(
+            event_id, ts, seconds, lineage, openid, is_bot, text, user_agent or "", shape.ip or ""
+        )
 
     def _checked_ts(self, ts: object) -> dt.datetime:
         """``ts`` as an aware UTC datetime inside the accepted span, or ``Rejected`` with the rule's reason."""
@@ -314,9 +319,11 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     openid = payload.get("openid")
     if not (type(openid) is str and 0 < len(openid) <= 128 and openid.isprintable()):
         openid = identifier(payload, "openid", required=False)
-    for name in ("url", "ip"):
-        if type(payload.get(name)) is not str:
-            _optional_text(payload, name)
+    if type(payload.get("url")) is not str:
+        _optional_text(payload, "url")
+    ip = payload.get("ip")
+    if type(ip) is not str:
+        ip = _optional_text(payload, "ip")
     user_agent = payload.get("ua")
     if type(user_agent) is not str:
         user_agent = _optional_text(payload, "ua")
@@ -329,4 +336,6 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
         openid=openid,
         is_bot=bool(user_agent) and is_bot(user_agent),
         payload=envelope.text,
+        ua=user_agent,
+        ip=ip,
     )
