@@ -5,40 +5,41 @@ integers in minor units with a currency column, which is what finance pays from.
 its money (``order_explanation``). The buyer's openid is never shown: a keyed hash stands for it.
 """
 
+from decimal import Decimal
+from typing import Any
+
 from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
-from django.db.models import (
-    Case,
-    CharField,
-    Exists,
-    F,
-    IntegerField,
-    OuterRef,
-    QuerySet,
-    Subquery,
-    Sum,
-    Value,
-    When,
-)
+from django.db.models import F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.formats import date_format
+from django.utils.formats import date_format, number_format, time_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from conversions import dashboard  # noqa: F401 — registers the dashboard and partner page panels
 from conversions.conf import conversion_setting
-from conversions.explain import buyer_reference, explain, money
-from conversions.models import ExchangeRate, HeldRefund, LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from conversions.explain import buyer_reference, decimal_text, explain, money
+from conversions.models import (
+    ExchangeRate,
+    HeldRefund,
+    LedgerEntry,
+    MonthClose,
+    Order,
+    OrderDrift,
+    OrderEvent,
+    Statement,
+)
+from conversions.selectors import REVERSALS, OrderStatus, OrderWithMoney, orders_with_money
 from cpsproject.common.admin_csv import ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
+from cpsproject.common.labels import Label
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
-
-REFUNDS = [OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED]
 
 
 def reporting_currency() -> str:
@@ -60,61 +61,49 @@ class PartnerFilter(admin.SimpleListFilter):
     title = _("partner")
     parameter_name = "partner"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, str]]:
         # The bare table, not the list's annotated queryset: one indexed DISTINCT.
         ids = model_admin.model.objects.order_by().values("partner").distinct()
         partners = Partner.objects.filter(pk__in=ids).order_by("path")
         return [(p.code, f"{'· ' * (p.level - 1)}{p.code} {p.name}") for p in partners]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(partner__code=self.value()) if self.value() else queryset
+
+
+# What happened to the order's money (``orders_with_money``'s ``status``, the word the CSV file carries).
+STATUS_LABELS = {
+    OrderStatus.PAID: _("paid"),
+    OrderStatus.PARTLY_REFUNDED: _("partly refunded"),
+    OrderStatus.REFUNDED: _("fully refunded"),
+    OrderStatus.CANCELLED: _("cancelled"),
+}
 
 
 class OrderStatusFilter(admin.SimpleListFilter):
     title = _("status")
     parameter_name = "status"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, Label]]:
         return list(STATUS_LABELS.items())
 
-    def queryset(self, request, queryset):
-        return queryset.filter(status_code=self.value()) if self.value() in STATUS_LABELS else queryset
+    def queryset(
+        self, request: HttpRequest, queryset: "QuerySet[OrderWithMoney]"
+    ) -> "QuerySet[OrderWithMoney]":
+        status = self.value()
+        return queryset.filter(status=status) if status is not None and status in STATUS_LABELS else queryset
 
 
-def _event_sum(field: str) -> Coalesce:
+def _refunded_reporting() -> Coalesce:
+    """The order's refunds and cancellation in the reporting currency, as a subquery (0 when none)."""
     refunds = (
-        OrderEvent.objects.filter(order=OuterRef("pk"), status__in=REFUNDS)
+        OrderEvent.objects.filter(order=OuterRef("pk"), status__in=REVERSALS)
         .order_by()
         .values("order")
-        .annotate(total=Sum(field))
+        .annotate(total=Sum("amount_reporting"))
         .values("total")
     )
     return Coalesce(Subquery(refunds, output_field=IntegerField()), Value(0))
-
-
-def _commission() -> Coalesce:
-    rows = LedgerEntry.objects.filter(order=OuterRef("pk")).order_by().values("order")
-    total = rows.annotate(total=Sum("amount")).values("total")
-    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
-
-
-STATUS_LABELS = {
-    "paid": _("paid"),
-    "partly_refunded": _("partly refunded"),
-    "refunded": _("fully refunded"),
-    "cancelled": _("cancelled"),
-}
-
-
-def _status_code() -> Case:
-    """What happened to the order's money, as the word the CSV file carries (``STATUS_LABELS``)."""
-    return Case(
-        When(cancelled=True, then=Value("cancelled")),
-        When(refunded_amount__gte=F("amount"), refunded_amount__gt=0, then=Value("refunded")),
-        When(refunded_amount__gt=0, then=Value("partly_refunded")),
-        default=Value("paid"),
-        output_field=CharField(),
-    )
 
 
 def _partner_link(partner: Partner | None) -> str:
@@ -152,29 +141,21 @@ class OrderAdmin(ReadOnlyAdmin):
         (_("paid on"), "paid_date"),
         (_("partner code"), "partner__code"),
         (_("attribution"), "attribution"),
-        (_("status"), "status_code"),
+        (_("status"), "status"),
         (_("currency"), "currency"),
         (_("amount paid (minor units)"), "amount"),
-        (_("refunded (minor units)"), "refunded_amount"),
+        (_("refunded (minor units)"), "refunded"),
         (_("reporting currency"), "reporting_currency"),
         (_("amount paid, reporting currency (minor units)"), "amount_reporting"),
         (_("refunded, reporting currency (minor units)"), "refunded_reporting"),
         (_("commission, reporting currency (minor units)"), "commission"),
     ]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        cancelled = OrderEvent.objects.filter(order=OuterRef("pk"), status=OrderEvent.Status.CANCELLED)
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                refunded_amount=_event_sum("amount"),
-                refunded_reporting=_event_sum("amount_reporting"),
-                commission=_commission(),
-                cancelled=Exists(cancelled),
-                reporting_currency=Value(reporting_currency()),
-            )
-            .annotate(status_code=_status_code())
+    def get_queryset(self, request: HttpRequest) -> "QuerySet[OrderWithMoney]":
+        # The API's status, refunded and commission (all shares: staff read every partner's), and for the CSV
+        # file the refunds in the reporting currency and that currency's code.
+        return orders_with_money(super().get_queryset(request)).annotate(
+            refunded_reporting=_refunded_reporting(), reporting_currency=Value(reporting_currency())
         )
 
     @admin.display(description=_("order id"), ordering="order_id")
@@ -184,40 +165,53 @@ class OrderAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("paid at"), ordering="paid_at")
     def paid_at_column(self, obj: Order) -> str:
-        return date_format(to_local(obj.paid_at), "SHORT_DATETIME_FORMAT")
+        # Date and time each in one piece: the time may go under its date on a narrow list, not split itself.
+        local = to_local(obj.paid_at)
+        return format_html(
+            '<span class="cps-date">{}</span> <span class="cps-time">{}</span>',
+            date_format(local, "SHORT_DATE_FORMAT"),
+            time_format(local, "TIME_FORMAT"),
+        )
 
     @admin.display(description=_("partner"), ordering="partner__code")
     def partner_column(self, obj: Order) -> str:
         return _partner_link(obj.partner)
 
     @admin.display(description=_("status"))
-    def status_column(self, obj: Order) -> str:
-        return str(STATUS_LABELS[obj.status_code])
+    def status_column(self, obj: OrderWithMoney) -> str:
+        return str(STATUS_LABELS[obj.status])
 
     @admin.display(description=_("amount paid"), ordering="amount")
     def amount_column(self, obj: Order) -> str:
         return money(obj.amount, obj.currency)
 
-    @admin.display(description=_("refunded"), ordering="refunded_amount")
-    def refunded_column(self, obj: Order) -> str:
-        return money(obj.refunded_amount, obj.currency) if obj.refunded_amount else "—"
+    @admin.display(description=_("refunded"), ordering="refunded")
+    def refunded_column(self, obj: OrderWithMoney) -> str:
+        return money(obj.refunded, obj.currency) if obj.refunded else "—"
 
     @admin.display(description=_("paid, reporting currency"), ordering="amount_reporting")
     def reporting_column(self, obj: Order) -> str:
         return money(obj.amount_reporting, reporting_currency())
 
     @admin.display(description=_("commission"), ordering="commission")
-    def commission_column(self, obj: Order) -> str:
+    def commission_column(self, obj: OrderWithMoney) -> str:
         return money(obj.commission, reporting_currency())
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         """The order's page is its explanation: read-only, whoever may view orders."""
         return self.explanation_view(request, object_id)
 
     def explanation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        order = self.get_object(request, object_id)
+        order: OrderWithMoney | None = self.get_object(request, object_id)  # from get_queryset: annotated
         if order is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own answer to a missing object, as its change view gives (private: not in its type stubs).
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_view_permission(request, order):
             raise PermissionDenied
         return TemplateResponse(
@@ -225,13 +219,13 @@ class OrderAdmin(ReadOnlyAdmin):
             "admin/conversions/order/explanation.html",
             {
                 **self.admin_site.each_context(request),
-                **order_explanation(order, status_code=order.status_code),
+                **order_explanation(order, status=order.status),
                 "opts": self.opts,
             },
         )
 
 
-def order_explanation(order: Order, *, status_code: str) -> dict:
+def order_explanation(order: Order, *, status: str) -> dict:
     """The context of an order's page: attribution, chain, rate, events, and each ledger entry's sum."""
     reporting = reporting_currency()
     events = list(order.events.order_by("ts", "id"))
@@ -245,7 +239,8 @@ def order_explanation(order: Order, *, status_code: str) -> dict:
         "order": order,
         "buyer": buyer_reference(order.openid),
         "reporting": reporting,
-        "status": STATUS_LABELS[status_code],
+        "rate": decimal_text(Decimal(order.rate)),  # as imported ("0.048"), not the column's 12 places
+        "status": STATUS_LABELS[status],
         "steps": [(step, [(line, partners.get(line.partner_id)) for line in step.lines]) for step in steps],
         "chain": [
             (partners.get(line.partner_id), line.share_bp) for line in (steps[0].lines if steps else [])
@@ -270,7 +265,7 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         "order_column",
         "reason",
         "amount_column",
-        "share_bp",
+        "share_column",
         "event_date",
         "source_event_id",
     ]
@@ -307,6 +302,10 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     def amount_column(self, obj: LedgerEntry) -> str:
         return money(obj.amount, reporting_currency())
 
+    @admin.display(description=_("share (bp)"), ordering="share_bp")
+    def share_column(self, obj: LedgerEntry) -> str:
+        return number_format(obj.share_bp, force_grouping=True)  # 10,000 as on the order's page
+
 
 class MonthFilter(admin.SimpleListFilter):
     """The closed months, newest first."""
@@ -314,17 +313,18 @@ class MonthFilter(admin.SimpleListFilter):
     title = _("month")
     parameter_name = "month"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, str]]:
         months = (
             model_admin.get_queryset(request).order_by("-month").values_list("month", flat=True).distinct()
         )
         return [(month.strftime("%Y-%m"), month.strftime("%Y-%m")) for month in months]
 
-    def queryset(self, request, queryset):
-        if not self.value():
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Statement]) -> QuerySet[Statement]:
+        value = self.value()
+        if not value:
             return queryset
         try:
-            year, month = (int(part) for part in self.value().split("-"))
+            year, month = (int(part) for part in value.split("-"))
             return queryset.filter(month__year=year, month__month=month)
         except ValueError as exc:
             raise IncorrectLookupParameters(exc) from exc
@@ -409,3 +409,92 @@ class HeldRefundAdmin(ReadOnlyAdmin):
 class MonthCloseAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "closed_at"]
     csv_fields = [(_("month"), "month"), (_("closed at"), "closed_at")]
+
+
+class DriftFilter(admin.SimpleListFilter):
+    """Only the partner-days whose recorded figures differed from the archive's."""
+
+    title = _("drift")
+    parameter_name = "drift"
+
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, Label]]:
+        return [("yes", _("with drift")), ("no", _("without drift"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[OrderDrift]) -> QuerySet[OrderDrift]:
+        same = (
+            Q(recorded_orders=F("exact_orders"))
+            & Q(recorded_gross=F("exact_gross"))
+            & Q(recorded_refunded=F("exact_refunded"))
+        )
+        if self.value() == "yes":
+            return queryset.exclude(same)
+        if self.value() == "no":
+            return queryset.filter(same)
+        return queryset
+
+
+@admin.register(OrderDrift)
+class OrderDriftAdmin(ReadOnlyAdmin):
+    """What each day's recount found (``conversions.reconcile``): the archive's figures, and how far the tables
+    were from them before the recount (archive minus recorded; — when none)."""
+
+    list_display = [
+        "date",
+        "partner_column",
+        "exact_orders",
+        "orders_drift",
+        "exact_gross_column",
+        "gross_drift",
+        "exact_refunded_column",
+        "refunded_drift",
+    ]
+    list_filter = [DriftFilter, ("date", DateRangeFilter), PartnerFilter]
+    list_select_related = ["partner"]
+    list_display_links = None
+    csv_fields = [
+        (_("business day"), "date"),
+        (_("partner code"), "partner__code"),
+        (_("currency"), "reporting_currency"),
+        (_("orders recorded"), "recorded_orders"),
+        (_("orders in the archive"), "exact_orders"),
+        (_("gross recorded"), "recorded_gross"),
+        (_("gross in the archive"), "exact_gross"),
+        (_("refunded recorded"), "recorded_refunded"),
+        (_("refunded in the archive"), "exact_refunded"),
+        (_("reconciled at"), "reconciled_at"),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(reporting_currency=Value(reporting_currency()))
+
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, obj: OrderDrift) -> str:
+        return _partner_link(obj.partner)
+
+    @admin.display(description=_("order drift"))
+    def orders_drift(self, obj: OrderDrift) -> str:
+        difference = obj.exact_orders - obj.recorded_orders
+        return f"{difference:+d}" if difference else "—"
+
+    @admin.display(description=_("gross in the archive"), ordering="exact_gross")
+    def exact_gross_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_gross, reporting_currency())
+
+    @admin.display(description=_("gross drift"))
+    def gross_drift(self, obj: OrderDrift) -> str:
+        return _signed_money(obj.exact_gross - obj.recorded_gross)
+
+    @admin.display(description=_("refunded in the archive"), ordering="exact_refunded")
+    def exact_refunded_column(self, obj: OrderDrift) -> str:
+        return money(obj.exact_refunded, reporting_currency())
+
+    @admin.display(description=_("refund drift"))
+    def refunded_drift(self, obj: OrderDrift) -> str:
+        return _signed_money(obj.exact_refunded - obj.recorded_refunded)
+
+
+def _signed_money(difference: int) -> str:
+    """A drift in money: ``+48.00 CNY``, ``-1.20 CNY``, or — when the tables held what the archive holds."""
+    if not difference:
+        return "—"
+    return ("+" if difference > 0 else "") + money(difference, reporting_currency())

@@ -8,9 +8,10 @@ token sees its subtree's orders and conversions and its own partner's statements
 same 404 as an unknown code. No response carries a buyer's ``openid``.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpResponseBase
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -26,6 +27,7 @@ from conversions.conf import conversion_setting
 from conversions.models import LedgerEntry, Order, Statement
 from conversions.selectors import (
     ConversionNumbers,
+    OrderWithMoney,
     month_is_closed,
     order_list,
     statement_entries,
@@ -42,9 +44,12 @@ from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_
 from cpsproject.common.params import Pagination, error_responses, query
 from cpsproject.common.timeutil import local_day, to_local
 from cpsproject.common.viewers import CONVERSIONS_GROUP_NAME
+from partners.models import Partner
 from partners.permissions import IsStaffOrPortal, get_visible_partner, portal_partner
 
 RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
+
+_Row = TypeVar("_Row", bound=Model)
 
 
 class ConversionReaders(IsStaffOrPortal):
@@ -63,6 +68,13 @@ def _wants_csv(request: Request) -> bool:
 
 def _rate(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def _paginated(rows: QuerySet[_Row], request: Request, render: Callable[[_Row], dict]) -> Response:
+    """Return the page of ``rows`` that ``?page=`` asks for, each row rendered, with the count and links."""
+    paginator = Pagination()
+    page = paginator.paginate_queryset(rows, request)
+    return paginator.get_paginated_response([render(row) for row in page])
 
 
 # --- Documentation ----------------------------------------------------------------------------------------
@@ -104,7 +116,9 @@ _CONVERSIONS = inline_serializer(
             {
                 "date": serializers.DateField(),
                 **dict(_FIGURES),
-                "reconciled": serializers.BooleanField(help_text="True once the day's recount ran: final."),
+                "reconciled": serializers.BooleanField(
+                    help_text="True once reconcile recounted the day's orders from the raw archive."
+                ),
             },
             many=True,
         ),
@@ -220,7 +234,7 @@ def _visible_orders(request: Request, code: str | None) -> QuerySet[Order]:
     return subtree_orders(scope) if scope is not None else Order.objects.none()
 
 
-def _order_row(order: Order) -> dict:
+def _order_row(order: OrderWithMoney) -> dict:
     return {
         "order_id": order.order_id,
         "partner": order.partner.code if order.partner else None,
@@ -262,15 +276,13 @@ def orders(request: Request) -> Response | HttpResponseBase:
         return csv_response(
             rows, header=ORDER_HEADER, filename=f"orders-{params['start']}-{params['end']}.csv"
         )
-    paginator = Pagination()
-    page = paginator.paginate_queryset(listed, request)
-    return paginator.get_paginated_response([_order_row(order) for order in page])
+    return _paginated(listed, request, _order_row)
 
 
 # --- Statements -------------------------------------------------------------------------------------------
 
 
-def _statement_partner(request: Request, code: str):
+def _statement_partner(request: Request, code: str) -> Partner:
     """The partner whose statements ``code`` names: a portal reads its own partner's only (else 404)."""
     partner = get_visible_partner(request.user, code)
     scope = None if request.user.is_staff else portal_partner(request.user)
@@ -338,6 +350,4 @@ def partner_statements(request: Request, code: str) -> Response | HttpResponseBa
     if _wants_csv(request):
         lines = ([partner.code, *_entry_row(e).values()] for e in entries.iterator(chunk_size=1000))
         return _csv(lines, ENTRY_HEADER, f"{partner.code}-statement-{first:%Y-%m}.csv")
-    paginator = Pagination()
-    page = paginator.paginate_queryset(entries, request)
-    return paginator.get_paginated_response([_entry_row(e) for e in page])
+    return _paginated(entries, request, _entry_row)

@@ -11,8 +11,10 @@ class ConversionsConfig(AppConfig):
         from conversions.attribution import remember_views
         from conversions.events import parse_order
         from conversions.held import held_refunds_health
+        from conversions.reconcile import reconcile_orders
         from conversions.recording import record_orders
         from stats.plugins import (
+            register_day_recount,
             register_event_type,
             register_health_check,
             register_recorder,
@@ -24,3 +26,4 @@ class ConversionsConfig(AppConfig):
         # counter (built while the batch before is still being applied) cannot do.
         register_recorder("partner views", event_type="pv", record=remember_views)
         register_health_check("held refunds", held_refunds_health)
+        register_day_recount("orders", reconcile_orders)

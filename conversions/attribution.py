@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from django_redis import get_redis_connection
 
 from conversions import keys
@@ -82,6 +83,13 @@ def field(openid: str, partition: int) -> str:
     return f"{openid}{_FIELD}{partition}"
 
 
+def _url_of(payload: str) -> str:
+    if '"url"' not in payload:  # most views carry none: no need to parse the payload
+        return ""
+    url = orjson.loads(payload).get("url")
+    return url if isinstance(url, str) else ""
+
+
 def partner_views(events: Iterable[Event]) -> list[tuple[str, int, View]]:
     """Return (buyer, partition, view) for the page views that can attribute: a partner's, a buyer's, not a
     bot's."""
@@ -92,7 +100,9 @@ def partner_views(events: Iterable[Event]) -> list[tuple[str, int, View]]:
         if lineage is None or not openid or getattr(event, "is_bot", False):
             continue
         ts_ms = (event.ts - _EPOCH) // _MS
-        url: str = getattr(event, "url", "")
+        url: str | None = getattr(event, "url", None)
+        if url is None:  # an event shaped elsewhere (reconcile's archived views) carries only its payload
+            url = _url_of(event.payload)
         view = View(lineage.code, event.event_id, url[:URL_LIMIT], ts_ms)
         views.append((openid, getattr(event, "partition", -1), view))
     return views
@@ -141,7 +151,7 @@ def _batch_records(
         found = fields.get(name)
         if found is None:
             fields[name] = record
-        elif type(found) is str:
+        elif isinstance(found, str):
             fields[name] = [found, record]
         else:
             found.append(record)

@@ -12,6 +12,7 @@ import logging
 from django.db import transaction
 from django.utils.translation import ngettext
 
+from conversions import ledger
 from conversions.conf import conversion_setting
 from conversions.events import ParsedOrderEvent
 from conversions.models import HeldRefund, Order
@@ -108,6 +109,7 @@ def settle_held_refunds(*, now: dt.datetime | None = None) -> tuple[int, int]:
     )
     for order_id in sorted(order_ids):
         with transaction.atomic():
+            ledger.books_open()  # before the order's row lock: a month being closed waits for these entries
             order = Order.objects.select_for_update().filter(order_id=order_id).first()
             if order is not None:
                 applied += apply_held(order, now=now)

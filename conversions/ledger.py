@@ -4,16 +4,56 @@ A ``paid`` event appends one ``COMMISSION`` entry per chain partner: its share o
 amount. A refund or cancellation appends, per partner, its share of the commission of the new net minus what
 its entries already hold (nothing when that is zero), so each partner's entries of an order always add up to
 its share of the commission of the order's current net.
+
+Booking and closing a month keep in step through one row, ``LedgerGate``: a transaction that books entries
+holds it in share mode from its first statement (``books_open``), ``close_month`` holds it exclusively while it
+sums the month and closes it (``books_closed``). Bookings do not wait for one another; a close waits for the
+bookings in flight to commit and holds new ones back until it has committed, so an entry dated in a month
+being closed is either in its statement or booked into the first open month, never in neither.
 """
 
 import datetime as dt
 from collections import defaultdict
 
+from django.db import connection
 from django.db.models import Sum
 
-from conversions.models import LedgerEntry, MonthClose, Order
+from conversions.models import LedgerEntry, LedgerGate, MonthClose, Order
 from conversions.money import commission, split
 from cpsproject.common.timeutil import local_day
+
+_GATE_ID = 1
+# A shared row lock, as each backend spells it.
+_SHARE_MODE = {"mysql": "LOCK IN SHARE MODE", "postgresql": "FOR SHARE"}
+
+
+def _hold_gate(*, exclusive: bool) -> None:
+    if connection.vendor == "sqlite":
+        # SQLite refuses a write from a transaction whose reads are older than another's commit (WAL's
+        # BUSY_SNAPSHOT): a booking that read a month open cannot land after its close, it fails and is retried.
+        return
+    table = connection.ops.quote_name(LedgerGate._meta.db_table)
+    mode = "FOR UPDATE" if exclusive else _SHARE_MODE[connection.vendor]
+    with connection.cursor() as cursor:
+        for _ in range(2):
+            cursor.execute(f"SELECT id FROM {table} WHERE id = %s {mode}", [_GATE_ID])
+            if cursor.fetchone():
+                return
+            # The migration writes the row; a test database emptied by a flush lacks it until now.
+            LedgerGate.objects.get_or_create(id=_GATE_ID)
+    raise AssertionError("the ledger gate row is missing")
+
+
+def books_open() -> None:
+    """Hold the ledger gate in share mode until the transaction ends: the first statement of a transaction that
+    books entries (taken later, after row locks of orders, it could deadlock with a close waiting for it)."""
+    _hold_gate(exclusive=False)
+
+
+def books_closed() -> None:
+    """Hold the ledger gate exclusively until the transaction ends: bookings in flight have committed, and none
+    starts before this transaction ends. ``close_month`` takes it before it reads anything."""
+    _hold_gate(exclusive=True)
 
 
 def booked_date(event_date: dt.date) -> dt.date:

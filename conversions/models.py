@@ -213,3 +213,66 @@ class Statement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.partner_id} {self.month:%Y-%m}"
+
+
+class OrderDrift(models.Model):
+    """One partner's orders and money of a business day as recorded, beside the archive's recount of them.
+
+    Written by ``reconcile`` (``conversions.reconcile``): ``recorded_*`` is what the tables held before the
+    recount, ``exact_*`` what the raw archive holds once the events the tables lacked are recorded. A row with
+    no partner counts the orders attributed to none; that row is written for every recounted day, so a day
+    with a row is a day whose orders were recounted (the API's ``reconciled``).
+    """
+
+    partner = models.ForeignKey(
+        Partner,
+        verbose_name=_("partner"),
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="order_drift",
+    )
+    date = models.DateField(verbose_name=_("business day"), db_index=True)
+    recorded_orders = models.PositiveIntegerField(verbose_name=_("orders recorded"))
+    exact_orders = models.PositiveIntegerField(verbose_name=_("orders in the archive"))
+    # Reporting currency, minor units: paid that day, and refunded that day (whenever the order was paid).
+    recorded_gross = models.BigIntegerField(verbose_name=_("gross recorded"))
+    exact_gross = models.BigIntegerField(verbose_name=_("gross in the archive"))
+    recorded_refunded = models.BigIntegerField(verbose_name=_("refunded recorded"))
+    exact_refunded = models.BigIntegerField(verbose_name=_("refunded in the archive"))
+    reconciled_at = models.DateTimeField(verbose_name=_("reconciled at"))
+
+    class Meta:
+        verbose_name = _("order drift")
+        verbose_name_plural = _("order drift")
+        ordering = ["-date", "partner__code"]
+        constraints = [models.UniqueConstraint(fields=["partner", "date"], name="order_drift_once_a_day")]
+
+    def __str__(self) -> str:
+        return f"{self.partner_id} {self.date}"
+
+    @property
+    def drifted(self) -> bool:
+        return (self.recorded_orders, self.recorded_gross, self.recorded_refunded) != (
+            self.exact_orders,
+            self.exact_gross,
+            self.exact_refunded,
+        )
+
+
+class LedgerGate(models.Model):
+    """One row that keeps a month's statements and its ledger in step (``conversions.ledger.books_open``).
+
+    Every transaction that books ledger entries first holds this row in share mode; ``close_month`` holds it
+    exclusively while it sums a month and closes it. So an entry is either committed before the sum is read
+    (and in the statement), or booked after the month is closed (into the first open month): never neither.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+
+    class Meta:
+        verbose_name = _("ledger gate")
+        verbose_name_plural = _("ledger gate")
+
+    def __str__(self) -> str:
+        return f"ledger gate {self.id}"

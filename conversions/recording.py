@@ -50,14 +50,19 @@ class _Lookups:
         return self.rates[currency, day]
 
 
-def record_orders(events: Sequence[Event], *, batch: Mapping[str, Sequence[Event]]) -> list[Refusal]:
-    """Record ``events`` (``order`` events in ts order); return those refused, with reason and detail."""
-    orders: list[ParsedOrderEvent] = list(events)  # type: ignore[arg-type]
-    lookups = _lookups(orders, batch.get("pv", ()))
+def record_orders(
+    events: Sequence[ParsedOrderEvent], *, batch: Mapping[str, Sequence[Event]]
+) -> list[Refusal]:
+    """Record ``events`` (``order`` events in ts order); return those refused, with reason and detail.
+
+    The pipeline calls it with the ``order`` events only (``register_recorder(event_type="order")``).
+    """
+    lookups = _lookups(events, batch.get("pv", ()))
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             with transaction.atomic():
-                return _record(orders, lookups)
+                ledger.books_open()  # first: a month being closed waits for this batch's entries
+                return _record(events, lookups)
         except IntegrityError:
             if attempt == _ATTEMPTS:
                 raise

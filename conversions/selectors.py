@@ -6,12 +6,13 @@ path, so a partner moved later does not move old orders. Money is the reporting 
 Per day: ``orders`` paid that day, ``buyers`` (distinct buyers of those orders), ``gross`` (paid that day),
 ``refunded`` (refunded or cancelled that day, whenever the order was paid), ``net`` = gross − refunded,
 ``commission`` (the partner's own ledger entries whose event falls on that day, from its orders and its
-downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (None where UV is 0).
+downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (None where UV is 0). A day is
+``reconciled`` once ``reconcile`` recounted its orders from the archive (after its traffic, in the same run).
 """
 
 import datetime as dt
 from decimal import ROUND_HALF_UP, Decimal
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypedDict
 
 from django.db.models import (
     Case,
@@ -29,9 +30,12 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from conversions.models import LedgerEntry, MonthClose, Order, OrderEvent, Statement
+from conversions.models import LedgerEntry, MonthClose, Order, OrderDrift, OrderEvent, Statement
 from partners.models import Partner
 from stats.plugins import partner_uv_between, partner_uv_days
+
+if TYPE_CHECKING:  # django-stubs' helper is a dev requirement: the product never imports it at runtime
+    from django_stubs_ext import WithAnnotations
 
 RATE_PLACES = Decimal("0.0001")
 REVERSALS = (OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED)
@@ -123,12 +127,13 @@ def partner_conversions(
     refunds = _refund_figures(partner, start, end)
     commissions = _commission_figures(partner, start, end)
     traffic = partner_uv_days(partner=partner, start=start, end=end, now=now)
+    recounted = recounted_days(start, end)
     days, day = [], start
     while day <= end:
         o = orders.get(day, {})
         refunded, refunded_self = refunds.get(day, (0, 0))
         gross, gross_self = o.get("gross", 0), o.get("gross_self", 0)
-        uv, reconciled = traffic[day]
+        uv = traffic[day].uv
         days.append(
             ConversionNumbers(
                 day,
@@ -142,11 +147,18 @@ def partner_conversions(
                 gross_self - refunded_self,
                 commissions.get(day, 0),
                 conversion_rate(o.get("buyers", 0), uv),
-                reconciled,
+                day in recounted,
             )
         )
         day += _ONE_DAY
     return days, _total(partner, start, end, days)
+
+
+def recounted_days(start: dt.date, end: dt.date) -> set[dt.date]:
+    """The days from ``start`` to ``end`` whose orders ``reconcile`` recounted from the archive."""
+    return set(
+        OrderDrift.objects.filter(date__gte=start, date__lte=end, partner=None).values_list("date", flat=True)
+    )
 
 
 def _total(
@@ -189,18 +201,35 @@ class OrderStatus:
     ALL = (PAID, PARTLY_REFUNDED, REFUNDED, CANCELLED)
 
 
+class OrderMoney(TypedDict):
+    """What ``orders_with_money`` adds to each order."""
+
+    refunded: int  # refunded and cancelled so far, in the order's currency
+    commission: int  # the sum of its ledger entries (reporting currency)
+    cancelled: bool
+    status: str  # an ``OrderStatus``
+
+
+# An order as the orders list reads it: the model's fields and ``OrderMoney``'s, which mypy checks, lookups
+# (``filter(status=…)``) included. A string: ``WithAnnotations`` exists for the type checker only.
+OrderWithMoney: TypeAlias = "WithAnnotations[Order, OrderMoney]"
+
+
 def _sum_of(queryset: QuerySet, field: str) -> Coalesce:
     """The sum of ``field`` over ``queryset`` (filtered on ``OuterRef("pk")``) as a subquery, 0 when empty."""
     total = queryset.values("order").annotate(total=Sum(field)).values("total")
     return Coalesce(Subquery(total), 0)
 
 
-def orders_with_money(queryset: QuerySet[Order], *, earners: Partner | None = None) -> QuerySet[Order]:
-    """``queryset`` with each order's ``refunded`` (its currency), ``commission`` and ``status``.
+def orders_with_money(
+    queryset: QuerySet[Order], *, earners: Partner | None = None
+) -> "QuerySet[OrderWithMoney]":
+    """``queryset`` with each order's ``OrderMoney``: ``refunded`` (its currency), ``commission``, ``status``.
 
     ``commission`` sums the order's ledger entries (reporting currency): all of them, or with ``earners`` only
     those of that partner's subtree (a portal reads nothing of the partners above it). Subqueries, so that one
-    order stays one row.
+    order stays one row. An order paid nothing (the event format allows 0) and never cancelled is paid: its
+    nothing refunded is not all of it refunded.
     """
     events = OrderEvent.objects.filter(order=OuterRef("pk"))
     entries = LedgerEntry.objects.filter(order=OuterRef("pk"))
@@ -213,7 +242,7 @@ def orders_with_money(queryset: QuerySet[Order], *, earners: Partner | None = No
     ).annotate(
         status=Case(
             When(cancelled=True, then=Value(OrderStatus.CANCELLED)),
-            When(refunded__gte=F("amount"), then=Value(OrderStatus.REFUNDED)),
+            When(refunded__gte=F("amount"), refunded__gt=0, then=Value(OrderStatus.REFUNDED)),
             When(refunded__gt=0, then=Value(OrderStatus.PARTLY_REFUNDED)),
             default=Value(OrderStatus.PAID),
             output_field=CharField(),
@@ -228,7 +257,7 @@ def order_list(
     end: dt.date,
     status: str | None = None,
     earners: Partner | None = None,
-) -> QuerySet[Order]:
+) -> "QuerySet[OrderWithMoney]":
     """The orders of ``visible`` paid from ``start`` to ``end``, newest first, with their money."""
     orders = orders_with_money(visible.filter(paid_date__gte=start, paid_date__lte=end), earners=earners)
     if status:

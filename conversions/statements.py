@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Min, Sum
 
 from conversions.conf import conversion_setting
+from conversions.ledger import books_closed
 from conversions.models import LedgerEntry, MonthClose, Statement
 from cpsproject.common.locks import job_lock
 from cpsproject.common.timeutil import business_tz, local_day
@@ -68,7 +69,8 @@ def close_month(*, month: dt.date, now: dt.datetime) -> ClosedMonth:
     """Write ``month``'s statements and close it; closing a closed month changes nothing.
 
     1. refuse (``MonthNotOver``) before ``closable_from(month)``;
-    2. under the job lock, in one transaction: a closed month is returned as it is;
+    2. under the job lock, in one transaction holding the ledger gate (no booking in flight, none starting): a
+       closed month is returned as it is;
     3. one statement per partner: the sum and count of its entries booked in the month;
     4. the ``MonthClose`` row, committed with them.
     """
@@ -80,6 +82,7 @@ def close_month(*, month: dt.date, now: dt.datetime) -> ClosedMonth:
             f"STATEMENT_LATENESS_DAYS={conversion_setting('STATEMENT_LATENESS_DAYS')} days has not ended"
         )
     with job_lock(LOCK_NAME) as lock, lock.atomic():
+        books_closed()  # before any read: the sum below sees every booking that read the month open
         if MonthClose.objects.filter(month=month).exists():  # step 2
             return _existing(month)
         per_partner = (  # step 3

@@ -34,6 +34,7 @@ urlpatterns = [
     path("", include("stats.urls")),
     path("", include("loginlog.urls")),
     path("", include("conversions.urls")),
+    path("", include("quality.urls")),
     # The OpenAPI 3 schema of the routes above, and Swagger UI from local static files (drf-spectacular's
     # Redoc page is left out: its template loads fonts from Google).
     path("schema/", SpectacularAPIView.as_view(renderer_classes=SCHEMA_RENDERERS), name="api-schema"),

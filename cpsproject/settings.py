@@ -6,6 +6,7 @@ The variables are listed in the README's configuration table; the stats options 
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
     "stats",
     "loginlog",
     "conversions",
+    "quality",
 ]
 
 MIDDLEWARE = [
@@ -140,7 +142,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # REDIS_URL names one node of a Redis Cluster (any node); the product spreads its keys over the slots.
 REDIS_CLUSTER = env_bool("REDIS_CLUSTER", False)
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
@@ -202,6 +204,11 @@ CPS_CONVERSIONS = {
     "COMMISSION_SHARES": [
         int(v) if v.isdigit() else v for v in env_list("CPS_COMMISSION_SHARES", "8000,1500,500")
     ],
+}
+
+CPS_QUALITY = {
+    "REPEAT_SECONDS": env_int("CPS_REPEAT_SECONDS", 30),
+    "MIN_ORDERS": env_int("CPS_QUALITY_MIN_ORDERS", 5),
 }
 
 CPS_LOGINS = {
@@ -290,6 +297,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two "status" choice sets (orders, findings): the findings' gets a name of its own.
+    "ENUM_NAME_OVERRIDES": {"FindingStatusEnum": ["open", "cleared", "confirmed"]},
     # The failed-authentication gate authenticates nobody: the schema lists the real ways in.
     "AUTHENTICATION_WHITELIST": [
         "rest_framework.authentication.SessionAuthentication",

@@ -1,10 +1,13 @@
 import datetime as dt
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
@@ -16,15 +19,18 @@ from loginlog.models import LoginMonth, user_type_label
 from loginlog.selectors import active_user_count, login_days
 from loginlog.validation import LoginRejected, user_types, validate_login
 
+if TYPE_CHECKING:  # generic to the checker only
+    from django.contrib.admin import ModelAdmin
+
 
 class UserTypeFilter(admin.SimpleListFilter):
     title = gettext_lazy("user type")
     parameter_name = "user_type"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, str]]:
         return [(user_type, user_type_label(user_type)) for user_type in user_types()]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[LoginMonth]) -> QuerySet[LoginMonth]:
         return queryset.filter(user_type=self.value()) if self.value() else queryset
 
 
@@ -34,15 +40,16 @@ class MonthFilter(admin.SimpleListFilter):
     title = gettext_lazy("month")
     parameter_name = "month"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, str]]:
         months = LoginMonth.objects.order_by("-month").values_list("month", flat=True).distinct()[:36]
         return [(f"{month:%Y-%m}", date_format(month, "YEAR_MONTH_FORMAT")) for month in months]
 
-    def queryset(self, request, queryset):
-        if not self.value():
+    def queryset(self, request: HttpRequest, queryset: QuerySet[LoginMonth]) -> QuerySet[LoginMonth]:
+        value = self.value()
+        if not value:
             return queryset
         try:
-            month = dt.datetime.strptime(self.value(), "%Y-%m").date()
+            month = dt.datetime.strptime(value, "%Y-%m").date()
         except ValueError as exc:
             raise IncorrectLookupParameters(exc) from exc
         return queryset.filter(month=month)
@@ -55,8 +62,7 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
     list_display = ["user_type_shown", "user_id", "month_shown", "login_days"]
     list_filter = [UserTypeFilter, MonthFilter]
     search_fields = ["user_id"]
-    fields = ["user_type_shown", "user_id", "month_shown", "login_dates", "synced_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("user_type_shown", "user_id", "month_shown", "login_dates", "synced_at")
     change_list_template = "admin/loginlog/loginmonth_change_list.html"
     csv_fields = [
         (gettext_lazy("user type"), "user_type"),
@@ -65,7 +71,7 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
         (gettext_lazy("days logged in"), "days"),
     ]
 
-    def csv_row(self, values: tuple) -> tuple:
+    def csv_row(self, values: tuple[Any, ...]) -> tuple[object, ...]:
         user_type, user_id, month, days = values
         return (
             user_type,
@@ -76,13 +82,13 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
 
     # Viewing needs loginlog.view_loginmonth, as Django's admin asks by default ("statistics viewers" hold it).
     # The sync writes the rows: nobody adds, changes or deletes one, so the page is a view with no buttons.
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
     @admin.display(description=gettext_lazy("user type"), ordering="user_type")
@@ -102,12 +108,12 @@ class LoginMonthAdmin(CsvExportMixin, admin.ModelAdmin):
         dates = [obj.month.replace(day=day) for day in obj.day_numbers()]
         return ", ".join(date_format(day, "SHORT_DATE_FORMAT") for day in dates) or "—"
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         return [
             path("activity/", self.admin_site.admin_view(self.activity_view), name="loginlog_activity")
         ] + super().get_urls()
 
-    def activity_view(self, request):
+    def activity_view(self, request: HttpRequest) -> TemplateResponse:
         """A user's login calendar (Redis first, then MySQL) and the DAU of each type over 30 days."""
         if not self.has_view_permission(request):
             raise PermissionDenied

@@ -6,14 +6,20 @@ block's slot, never a key scan; per block and month an index set of the user-mon
 document's ``KEYS loginLog_*`` (the layout is drawn in ``loginlog.keys``).
 """
 
+from __future__ import annotations
+
 import datetime as dt
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cpsproject.common.timeutil import local_day, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.events import Login
+
+if TYPE_CHECKING:  # the types only: stats is imported once the apps are ready
+    from stats.plugins import CommandRecorder, CounterWrites
 
 
 def month_bits_to_mask(bitmap: bytes | None) -> int:
@@ -38,7 +44,7 @@ def set_bits(bitmap: bytes, *, base: int = 0) -> np.ndarray:
     return offsets + base if base else offsets
 
 
-def queue_logins(writes, logins: Iterable[Login], *, now: dt.datetime) -> None:
+def queue_logins(writes: CounterWrites, logins: Iterable[Login], *, now: dt.datetime) -> None:
     """Queue the bits of a batch's logins on ``writes.idempotent`` (``stats.plugins.CounterWrites``): setting a
     bit twice changes nothing, so they need no offset fence. A user logging in twice a day is one bit."""
     seen = {(login.user_type, login.user_id, local_day(login.ts)) for login in logins}
@@ -46,13 +52,13 @@ def queue_logins(writes, logins: Iterable[Login], *, now: dt.datetime) -> None:
         _queue_logins(writes.idempotent, seen)
 
 
-def queue_login(pipe, *, user_type: str, user_id: int, day: dt.date) -> None:
+def queue_login(pipe: CommandRecorder, *, user_type: str, user_id: int, day: dt.date) -> None:
     """Queue the bits of one login. Its keys sit in the user's block's slot but the blocks list (on ``{P}``),
     so on a cluster ``pipe`` must not be a transaction."""
     _queue_logins(pipe, [(user_type, user_id, day)])
 
 
-def _queue_logins(pipe, logins: Iterable[tuple[str, int, dt.date]]) -> None:
+def _queue_logins(pipe: CommandRecorder, logins: Iterable[tuple[str, int, dt.date]]) -> None:
     """Set the bits, list the blocks written (once per batch: the list is one key, in one slot), renew the
     TTL of every key written once."""
     written: set[str] = set()

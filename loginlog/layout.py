@@ -7,24 +7,30 @@ The same commands work on a single Redis and on a cluster (each touches one slot
 of the earlier version stopped: a bit such a consumer sets in an old key after it was read is lost.
 """
 
+from __future__ import annotations
+
 import datetime as dt
 import logging
 import uuid
+from typing import TYPE_CHECKING, cast
 
 from cpsproject.common.timeutil import parse_stamp_month, stamp_day
 from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, split_bitmap
 from loginlog.validation import user_types
 
+if TYPE_CHECKING:  # the types only: stats is imported once the apps are ready
+    from stats.plugins import RedisClient
+
 logger = logging.getLogger(__name__)
 
 CHUNK = 1000
 
 
-def upgrade_login_layout(client) -> int:
+def upgrade_login_layout(client: RedisClient) -> int:
     """Move every login key of layout version 1 to its block; return how many old keys were moved."""
     moved = 0
-    for stamp in client.zrange(keys.old_login_months(), 0, -1):
+    for stamp in cast(list[bytes], client.zrange(keys.old_login_months(), 0, -1)):
         moved += _move_month(client, stamp.decode())
     moved += client.delete(keys.old_login_months())
     if moved:
@@ -32,7 +38,7 @@ def upgrade_login_layout(client) -> int:
     return moved
 
 
-def _move_month(client, stamp: str) -> int:
+def _move_month(client: RedisClient, stamp: str) -> int:
     """Move the user-months, the day bitmaps and the index of one month."""
     ttl = keys.login_ttl()
     moved = 0
@@ -55,12 +61,16 @@ def _move_month(client, stamp: str) -> int:
     return moved + client.delete(index)
 
 
-def _move_users(client, stamp: str, members: list[bytes], ttl: int, types: set[str]) -> int:
+def _move_users(client: RedisClient, stamp: str, members: list[bytes], ttl: int, types: set[str]) -> int:
     users = []
     for member in members:
         user_type, user_id = member.decode().split(":")
         users.append((user_type, int(user_id)))
         types.add(user_type)
+    return _move_user_months(client, stamp, users, ttl)
+
+
+def _move_user_months(client: RedisClient, stamp: str, users: list[tuple[str, int]], ttl: int) -> int:
     pipe = client.pipeline(transaction=False)
     for user_type, user_id in users:
         pipe.get(keys.old_login_month(user_type, user_id, stamp))
@@ -92,11 +102,11 @@ def _move_users(client, stamp: str, members: list[bytes], ttl: int, types: set[s
     return sum(pipe.execute())
 
 
-def _move_day(client, user_type: str, month_stamp: str, day_stamp: str, ttl: int) -> int:
+def _move_day(client: RedisClient, user_type: str, month_stamp: str, day_stamp: str, ttl: int) -> int:
     """OR each block's byte range of an old day bitmap into the block's day bitmap (a scratch key in the
     block's slot carries the bytes to BITOP)."""
     old = keys.old_login_day(user_type, day_stamp)
-    bitmap = client.get(old)
+    bitmap = cast(bytes | None, client.get(old))
     if bitmap is None:
         return 0
     token = uuid.uuid4().hex

@@ -4,6 +4,8 @@ Redis is read first; a month (per user) or a day (per population) that Redis no 
 ``LoginMonth``. Range edges are exact: every answer is masked to the days from ``start`` to ``end`` inclusive.
 """
 
+from __future__ import annotations
+
 import calendar
 import datetime as dt
 import time
@@ -11,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from django.conf import settings
@@ -24,6 +27,9 @@ from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, set_bits, split_bitmap
 from loginlog.models import LoginMonth
 from loginlog.validation import user_types
+
+if TYPE_CHECKING:  # the types only: stats is imported once the apps are ready
+    from stats.plugins import CommandRecorder, RedisClient
 
 
 def _range_mask(month: dt.date, start: dt.date, end: dt.date) -> int:
@@ -50,7 +56,7 @@ def login_days(*, user_type: str, user_id: int, start: dt.date, end: dt.date) ->
     if missing:
         rows = LoginMonth.objects.filter(user_type=user_type, user_id=user_id, month__in=missing)
         masks.update(dict(rows.values_list("month", "days")))
-    days = []
+    days: list[dt.date] = []
     for month in months:
         mask = masks.get(month, 0) & _range_mask(month, start, end)
         days.extend(month.replace(day=d) for d in range(1, 32) if mask >> (d - 1) & 1)
@@ -142,7 +148,7 @@ def _sql_bitmap(*, user_type: str, days: list[dt.date]) -> bytes:
     return bytes(bitmap)
 
 
-def _queue_union(pipe, dest: str, sources: list[tuple[int, str]]) -> None:
+def _queue_union(pipe: CommandRecorder, dest: str, sources: list[tuple[int, str]]) -> None:
     """Queue BITOP ORs that leave in ``dest`` the union of ``sources`` (``(length in bytes, key)``, none empty,
     all in ``dest``'s slot).
 
@@ -170,12 +176,12 @@ def _queue_union(pipe, dest: str, sources: list[tuple[int, str]]) -> None:
 
 
 def _blocks_between(
-    client, *, user_types: list[str], start: dt.date, end: dt.date
+    client: RedisClient, *, user_types: list[str], start: dt.date, end: dt.date
 ) -> dict[str, list[keys.Block]]:
     """The blocks of each type that have keys in a month from ``start`` to ``end``, in block order."""
     stamps = [int(stamp_month(month)) for month in months_touched(start, end)]
     found: dict[str, set[keys.Block]] = {t: set() for t in user_types}
-    for member in client.zrangebyscore(keys.login_blocks(), min(stamps), max(stamps)):
+    for member in cast(list[bytes], client.zrangebyscore(keys.login_blocks(), min(stamps), max(stamps))):
         _, block = keys.parse_blocks_member(member.decode())
         if block.user_type in found:
             found[block.user_type].add(block)
@@ -245,7 +251,7 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
             _delete(client, list(unions.values()))
 
 
-def _delete(client, scratch: list[str]) -> None:
+def _delete(client: RedisClient, scratch: list[str]) -> None:
     """Delete keys of many slots (a DEL of several keys must stay in one slot on a cluster)."""
     pipe = client.pipeline(transaction=False)
     for key in scratch:
@@ -253,7 +259,7 @@ def _delete(client, scratch: list[str]) -> None:
     pipe.execute()
 
 
-def _read_blocks(client, blocks: list[BlockBitmap]) -> list[np.ndarray]:
+def _read_blocks(client: RedisClient, blocks: list[BlockBitmap]) -> list[np.ndarray]:
     """The ids of each of ``blocks``, in one round trip."""
     pipe = client.pipeline(transaction=False)
     for block in blocks:

@@ -5,6 +5,7 @@ Defaults that depend on the clock (today, this month) are applied from the conte
 """
 
 import datetime as dt
+from typing import Any
 
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
@@ -41,7 +42,7 @@ class ActiveQuery(LoginRangeQuery):
         min_value=1, max_value=MAX_PAGE, required=False, default=1, help_text="Page number from 1."
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["user_type"].choices = user_types()  # a setting: read when the request comes
 
@@ -56,6 +57,6 @@ class CountsQuery(serializers.Serializer):
     )
     date = QueryDate(required=False, help_text="The day (YYYY-MM-DD). Default: today.")
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["user_type"].choices = user_types()

@@ -1,8 +1,12 @@
 """Recording logins and the weekly sync of login bitmaps to ``LoginMonth`` with safe expiry."""
 
+from __future__ import annotations
+
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from django.db import connection
 from django.utils import timezone
@@ -16,6 +20,9 @@ from loginlog.bitmaps import month_bits_to_mask, queue_login
 from loginlog.models import LoginMonth
 from loginlog.selectors import retention_cutoff
 from loginlog.validation import validate_login
+
+if TYPE_CHECKING:  # the types only: stats is imported once the apps are ready
+    from stats.plugins import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -53,17 +60,17 @@ class SyncResult:
         return f"synced {self.synced_rows} user-months; deleted {self.deleted_keys} expired login keys"
 
 
-def month_blocks(client) -> dict[dt.date, list[keys.Block]]:
+def month_blocks(client: RedisClient) -> dict[dt.date, list[keys.Block]]:
     """Every month with login keys in Redis, and the blocks that have keys in it."""
     months: dict[dt.date, list[keys.Block]] = {}
-    for member in client.zrange(keys.login_blocks(), 0, -1):
+    for member in cast(list[bytes], client.zrange(keys.login_blocks(), 0, -1)):
         stamp, block = keys.parse_blocks_member(member.decode())
         months.setdefault(parse_stamp_month(stamp), []).append(block)
     return months
 
 
 def _read_month(
-    client, month: dt.date, block: keys.Block, members: list[bytes]
+    client: RedisClient, month: dt.date, block: keys.Block, members: list[bytes]
 ) -> list[tuple[str, int, bytes]]:
     stamp = stamp_month(month)
     user_ids = [int(member) for member in members]
@@ -90,7 +97,7 @@ def _upsert_months(month: dt.date, bitmaps: list[tuple[str, int, bytes]]) -> int
     return len(rows)
 
 
-def _walk_month(client, month: dt.date, block: keys.Block):
+def _walk_month(client: RedisClient, month: dt.date, block: keys.Block) -> Iterator[list[bytes]]:
     """Yield chunks of the block's month index members (SSCAN, never KEYS)."""
     chunk = []
     for member in client.sscan_iter(keys.login_index(block, stamp_month(month)), count=CHUNK):
@@ -129,7 +136,7 @@ def sync_logins(*, now: dt.datetime | None = None) -> SyncResult:
     return result
 
 
-def _expire_block_month(client, month: dt.date, block: keys.Block) -> int:
+def _expire_block_month(client: RedisClient, month: dt.date, block: keys.Block) -> int:
     """Make sure every user-month of the block is in MySQL, then delete its keys, logging each first."""
     stamp = stamp_month(month)
     index = keys.login_index(block, stamp)
@@ -155,7 +162,7 @@ def _expire_block_month(client, month: dt.date, block: keys.Block) -> int:
     return deleted
 
 
-def _expire_month(client, month: dt.date, blocks: list[keys.Block]) -> int:
+def _expire_month(client: RedisClient, month: dt.date, blocks: list[keys.Block]) -> int:
     """Expire every block's user-months of ``month``; once no block holds one, its day bitmaps and its entries
     in the blocks list go too (all blocks at once: a day is in Redis for every block or for none, which is
     how a read tells a day the sync expired)."""

@@ -1,8 +1,11 @@
+from typing import Any
+
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
-from django.http import HttpResponseRedirect
+from django.db.models import Count, QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -23,7 +26,7 @@ class ChildInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Partner | None = None) -> bool:
         return False
 
 
@@ -36,12 +39,12 @@ class PartnerAdmin(admin.ModelAdmin):
     autocomplete_fields = ["parent"]
     inlines = [ChildInline]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Partner]:
         return super().get_queryset(request).select_related("parent").annotate(_children=Count("children"))
 
     @admin.display(description=_("children"), ordering="_children")
     def children_count(self, obj: Partner) -> int:
-        return obj._children
+        return obj._children  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description=_("parent"), ordering="parent__code")
     def parent_link(self, obj: Partner) -> str:
@@ -56,7 +59,13 @@ class PartnerAdmin(admin.ModelAdmin):
             '<a href="{}">{}</a>', reverse("admin:network", args=[obj.code]), _("partner page")
         )
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         partner = self.get_object(request, object_id)
         if partner is not None:
             extra_context = {
@@ -65,14 +74,14 @@ class PartnerAdmin(admin.ModelAdmin):
             }
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
-    def get_actions(self, request):
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         # Deleting a partner would cascade to its statistics and its sub-partners: it is deactivated instead.
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
 
     @admin.action(description=_("Deactivate the selected partners"), permissions=["change"])
-    def deactivate_selected(self, request, queryset) -> None:
+    def deactivate_selected(self, request: HttpRequest, queryset: QuerySet[Partner]) -> None:
         count = sum(partner_deactivate(partner=partner) for partner in queryset)
         self.message_user(
             request,
@@ -87,11 +96,14 @@ class PartnerAdmin(admin.ModelAdmin):
 
     actions = ["deactivate_selected"]
 
-    def delete_view(self, request, object_id, extra_context=None):
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         """Explain that partners are deactivated, not deleted, and offer that instead; never delete."""
         partner = self.get_object(request, unquote(object_id))
         if partner is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own answer to a missing object (not in its type stubs).
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_change_permission(request, partner):
             raise PermissionDenied
         if request.method == "POST":
@@ -122,7 +134,9 @@ class PartnerAdmin(admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/partners/partner/deactivate.html", context)
 
-    def save_model(self, request, obj: Partner, form, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: Partner, form: "ModelForm[Partner]", change: bool
+    ) -> None:
         # Level and path of the whole subtree depend on the parent: the services keep them right.
         if not change:
             created = partner_create(

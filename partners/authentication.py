@@ -8,11 +8,14 @@ deactivated user, a re-pointed portal account count at the very next request.
 """
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
+from django.db.models import Model
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
+from cpsproject.common.columns import column
 from partners.models import Partner, PortalAccount
 from partners.permissions import SCOPE_FIELDS, partner_from_row, remember_portal_scope
 
@@ -21,7 +24,7 @@ _WANTED = {"id", "password", "username", "is_active", "is_staff", "is_superuser"
 _FLAGS = {"is_active", "is_staff", "is_superuser"}
 
 
-def _user_fields(user_model) -> list[str]:
+def _user_fields(user_model: type[Model]) -> list[str]:
     # In the model's field order: Model.from_db places the values of a partial row by that order.
     return [field.attname for field in user_model._meta.concrete_fields if field.attname in _WANTED]
 
@@ -29,12 +32,12 @@ def _user_fields(user_model) -> list[str]:
 class TokenAuthentication(authentication.TokenAuthentication):
     """DRF's token authentication (same header, same answers), in one query."""
 
-    def authenticate_credentials(self, key: str):
+    def authenticate_credentials(self, key: str) -> tuple[AbstractBaseUser, Token]:
         user_model = get_user_model()
         quote = connection.ops.quote_name
         user_fields = _user_fields(user_model)
-        user_columns = [f"u.{quote(user_model._meta.get_field(name).column)}" for name in user_fields]
-        partner_columns = [f"p.{quote(Partner._meta.get_field(name).column)}" for name in SCOPE_FIELDS]
+        user_columns = [f"u.{quote(column(user_model, name))}" for name in user_fields]
+        partner_columns = [f"p.{quote(column(Partner, name))}" for name in SCOPE_FIELDS]
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT {', '.join(user_columns + partner_columns)}"
@@ -42,7 +45,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
                 f" JOIN {quote(user_model._meta.db_table)} u ON u.id = t.user_id"
                 f" LEFT JOIN {quote(PortalAccount._meta.db_table)} a ON a.user_id = u.id"
                 f" LEFT JOIN {quote(Partner._meta.db_table)} p ON p.id = a.partner_id"
-                f" WHERE t.{quote(Token._meta.get_field('key').column)} = %s",
+                f" WHERE t.{quote(column(Token, 'key'))} = %s",
                 [key],
             )
             row = cursor.fetchone()

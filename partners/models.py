@@ -47,9 +47,9 @@ class Partner(models.Model):
         return f"{self.code} ({self.name})"
 
     def clean(self) -> None:
-        if self.parent_id is None:
-            return
         parent = self.parent
+        if parent is None:
+            return
         if self.pk and (parent.pk == self.pk or parent.path.startswith(self.path)):
             raise ValidationError(
                 {"parent": _("A partner cannot be its own ancestor (that would be a cycle).")}

@@ -5,20 +5,36 @@ model permission the admin asks for. Permission classes run before the body is p
 write learns nothing from validation errors (which codes exist, which parents are missing).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
 from django.contrib.auth import get_permission_codename
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
 
+from cpsproject.common.columns import column
+from cpsproject.common.labels import Label
 from cpsproject.common.viewers import GROUP_NAME
 from partners.models import CODE_VALIDATOR, Partner, PortalAccount
 from partners.selectors import partner_subtree
 
+if TYPE_CHECKING:  # rest_framework.views imports this module (through the API settings)
+    from rest_framework.views import APIView
+
 # A longer path segment cannot name a partner: answer 404 without asking the database.
-_MAX_CODE = Partner._meta.get_field("code").max_length
+_MAX_CODE = Partner._meta.get_field("code").max_length or 0  # a CharField always has one
+
+# Who asks: a signed-in user (staff, or a partner portal) or nobody.
+Caller: TypeAlias = AbstractUser | AnonymousUser
 
 
 # Where a user object keeps its portal partner once looked up: the permission, the throttles and the view all
@@ -26,7 +42,7 @@ _MAX_CODE = Partner._meta.get_field("code").max_length
 _SCOPE = "_portal_scope"
 
 
-def portal_partner(user) -> Partner | None:
+def portal_partner(user: Caller) -> Partner | None:
     """Return the partner a portal user is scoped to, or None for staff and other users."""
     if not user.is_authenticated:
         return None
@@ -38,12 +54,12 @@ def portal_partner(user) -> Partner | None:
 SCOPE_FIELDS = ["id", "code", "name", "parent_id", "level", "path", "is_active"]
 
 
-def remember_portal_scope(user, partner: Partner | None) -> None:
+def remember_portal_scope(user: AbstractBaseUser, partner: Partner | None) -> None:
     """Keep ``partner`` as ``user``'s portal scope for this request (the token authentication read it)."""
     setattr(user, _SCOPE, partner)
 
 
-def partner_from_row(row) -> Partner:
+def partner_from_row(row: Sequence[Any]) -> Partner:
     """The partner of a row of ``SCOPE_FIELDS`` columns, its other fields left to load on access."""
     *values, is_active = row
     return Partner.from_db(connection.alias, SCOPE_FIELDS, [*values, bool(is_active)])
@@ -56,7 +72,7 @@ def _portal_scope(user_id: int) -> Partner | None:
     times what the database spends on it.
     """
     quote = connection.ops.quote_name
-    columns = ", ".join(f"p.{quote(Partner._meta.get_field(name).column)}" for name in SCOPE_FIELDS)
+    columns = ", ".join(f"p.{quote(column(Partner, name))}" for name in SCOPE_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns} FROM {quote(Partner._meta.db_table)} p"
@@ -70,12 +86,12 @@ def _portal_scope(user_id: int) -> Partner | None:
 class IsStaffOrPortal(BasePermission):
     """A partner portal token, or staff holding ``staff_perms`` (the view permissions of what the view reads)."""
 
-    message = gettext_lazy("Staff credentials or a partner portal token are required.")
+    message: Label = gettext_lazy("Staff credentials or a partner portal token are required.")
     staff_perms: tuple[str, ...] = ()
     # The group shipped with ``staff_perms`` (``cpsproject.common.viewers``), named in the refusal.
     staff_group = GROUP_NAME
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if not (user and user.is_authenticated):
             return False
@@ -101,7 +117,7 @@ class StaffOnly(IsStaffOrPortal):
 
     message = gettext_lazy("Staff credentials are required.")
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if user and user.is_authenticated and not user.is_staff:
             return False
@@ -119,7 +135,7 @@ class ModelPermissionForWrites(BasePermission):
     actions = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
     message = gettext_lazy("You do not have permission to change this data.")
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         if request.method in SAFE_METHODS:
             return True
         user = request.user
@@ -137,7 +153,7 @@ class PartnerWrites(ModelPermissionForWrites):
     )
 
 
-def visible_partners(user) -> QuerySet[Partner]:
+def visible_partners(user: Caller) -> QuerySet[Partner]:
     """Return the partners ``user`` may see: all for staff, the portal partner's subtree otherwise."""
     if user.is_staff:
         return Partner.objects.all()
@@ -156,7 +172,7 @@ def could_be_code(code: object) -> bool:
     return True
 
 
-def get_visible_partner(user, code: str) -> Partner:
+def get_visible_partner(user: Caller, code: str) -> Partner:
     """Return the partner with ``code`` if ``user`` may see it; 404 otherwise (never reveal it exists)."""
     # One answer for a code outside the caller's subtree and for one that does not exist, byte for byte.
     scope = None if user.is_staff else portal_partner(user)

@@ -69,7 +69,7 @@ class PartnerSerializer(serializers.ModelSerializer):
 class _ParentCode(serializers.CharField):
     """A partner code, or empty for the top partners (present and empty is not absent here)."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: object) -> str:
         if not isinstance(value, str) or (value and not could_be_code(value)):
             raise serializers.ValidationError(gettext("parent must be a partner code."))
         return value

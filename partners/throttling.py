@@ -15,7 +15,11 @@ the product's key prefix (``cpsproject.common.redis_keys.throttle``), so each te
 starts clean.
 """
 
+from __future__ import annotations
+
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -25,12 +29,17 @@ from django_redis import get_redis_connection
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated, Throttled
 from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
 from cpsproject.common import redis_keys
 from cpsproject.common.lua import LuaScript
 from partners.permissions import portal_partner
+
+if TYPE_CHECKING:  # rest_framework.views imports this module (through the API settings)
+    from rest_framework.views import APIView
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +70,9 @@ class _SlidingLogInRedis:
     rate: str | None
     duration: float
     num_requests: int
+    # DRF's throttle, which each class below also is, provides these.
+    timer: Callable[[], float]
+    get_cache_key: Callable[[Request, APIView | None], str | None]
 
     def _log(self, key: str, *, record: bool) -> bool:
         """Whether the log at ``key`` has room; with ``record``, take it for this request."""
@@ -73,7 +85,7 @@ class _SlidingLogInRedis:
         self.oldest = float(oldest) if oldest else None
         return bool(allowed)
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         if self.rate is None:
             return True
         key = self.get_cache_key(request, view)
@@ -88,7 +100,7 @@ class _SlidingLogInRedis:
 class AnonThrottle(_SlidingLogInRedis, _RatesFromSettings, AnonRateThrottle):
     """Requests without credentials, per client address (``anon`` rate)."""
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView | None) -> str | None:
         if request.user and request.user.is_authenticated:
             return None
         return redis_keys.throttle(self.scope, self.get_ident(request))
@@ -97,7 +109,7 @@ class AnonThrottle(_SlidingLogInRedis, _RatesFromSettings, AnonRateThrottle):
 class UserThrottle(_SlidingLogInRedis, _RatesFromSettings, UserRateThrottle):
     """Requests of one authenticated user but a portal, or of one address without credentials (``user`` rate)."""
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView | None) -> str | None:
         authenticated = request.user and request.user.is_authenticated
         if authenticated and portal_partner(request.user):
             return None  # the portal throttle's
@@ -115,7 +127,7 @@ class PortalThrottle(_SlidingLogInRedis, _RatesFromSettings, UserRateThrottle):
 
     scope = "portal"
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView | None) -> str | None:
         user = request.user
         if not (user and user.is_authenticated and portal_partner(user)):
             return None
@@ -127,15 +139,15 @@ class AuthFailureThrottle(_SlidingLogInRedis, _RatesFromSettings, SimpleRateThro
 
     scope = "auth_failure"
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView | None) -> str:
         # The address alone: the user is not known yet when the check runs, and must not be looked up.
         return redis_keys.throttle(self.scope, self.get_ident(request))
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView | None) -> bool:
         """Whether the address may still try to authenticate (does not count this request)."""
         return self.rate is None or self._log(self.get_cache_key(request, view), record=False)
 
-    def record_failure(self, request) -> None:
+    def record_failure(self, request: Request) -> None:
         if self.rate is None or not self._log(self.get_cache_key(request, None), record=True):
             return
         if self.count == self.num_requests:
@@ -149,7 +161,7 @@ class FailedAuthenticationGate(BaseAuthentication):
     the budget: a client guessing passwords stops costing a password hash per request.
     """
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> None:
         throttle = AuthFailureThrottle()
         if not throttle.allow_request(request, None):
             raise Throttled(
@@ -157,7 +169,7 @@ class FailedAuthenticationGate(BaseAuthentication):
             )
         return None
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         # DRF asks the first authentication class for the challenge: with one, a request without (or with
         # wrong) credentials is a 401 that says how to authenticate, as HTTP wants, instead of a 403. Token,
         # not Basic: a Basic challenge makes a browser pop up a password dialog over the admin's session.
@@ -175,7 +187,7 @@ def _error_code(exc: Exception) -> str:
     return exc.default_code if isinstance(exc, APIException) else "error"
 
 
-def _messages(value) -> list[str]:
+def _messages(value: object) -> list[str]:
     """Every message in a DRF error detail (a string, a list, or a dict of them), in order."""
     if isinstance(value, dict):
         return [m for v in value.values() for m in _messages(v)]
@@ -184,7 +196,7 @@ def _messages(value) -> list[str]:
     return [str(value)]
 
 
-def error_body(exc: Exception, data) -> dict:
+def error_body(exc: Exception, data: object) -> dict[str, Any]:
     """One shape for every error: ``{"error": code, "detail": sentence, <parameter>: [messages], …}``.
 
     ``error`` is DRF's code (``invalid``, ``parse_error``, ``not_authenticated``, ``permission_denied``,
@@ -207,7 +219,7 @@ def error_body(exc: Exception, data) -> dict:
     return {"error": _error_code(exc), "detail": detail, **fields}
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler with one error shape (``error_body``); failed authentications count against the address.
 
     Errors are JSON whatever format the request asked for: a CSV client still gets a readable error.

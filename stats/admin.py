@@ -1,8 +1,12 @@
+import datetime as dt
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
-from django.db.models import BinaryField, Count
+from django.db.models import BinaryField, Count, Model, QuerySet
 from django.db.models.functions import Length, Substr
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
@@ -10,10 +14,17 @@ from django.utils.translation import gettext_lazy as _
 
 from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
+from cpsproject.common.labels import Label
 from cpsproject.common.timeutil import to_local
 from partners.models import Partner
 from stats.models import BucketStat, DailyStat, DeadLetter, ReconcileDrift
 from stats.read.selectors import DayNumbers, daily_list_totals, open_list_days, open_row_numbers
+
+if TYPE_CHECKING:  # generic to the checker only
+    from django.contrib.admin import ModelAdmin
+
+# A row of the statistics lists (each has a partner, None for the traffic without one).
+StatRow = DailyStat | BucketStat | ReconcileDrift
 
 
 class ReadOnlyAdmin(ReadOnlyCsvAdmin):
@@ -26,7 +37,7 @@ def grouped(value: int | None) -> str:
     return "—" if value is None else number_format(value, force_grouping=True)
 
 
-def count_column(name: str, description: str, *, figure: str | None = None) -> Callable[[object], str]:
+def count_column(name: str, description: Label, *, figure: str | None = None) -> Callable[[Model], str]:
     """A ``list_display`` column showing the model field ``name`` grouped, sortable by it.
 
     A function named after the field, so that the cell keeps the field's CSS class (``field-pv``); the admin
@@ -35,7 +46,7 @@ def count_column(name: str, description: str, *, figure: str | None = None) -> C
     """
 
     @admin.display(description=description, ordering=name)
-    def column(obj) -> str:
+    def column(obj: Model) -> str:
         live = getattr(obj, "open_figures", None)
         return grouped(getattr(live, figure) if live is not None and figure else getattr(obj, name))
 
@@ -43,14 +54,15 @@ def count_column(name: str, description: str, *, figure: str | None = None) -> C
     return column
 
 
-@admin.display(description=_("partner"), ordering="partner", empty_value=_("traffic without a partner"))
-def partner(obj) -> object:
+# A lazy translation as empty_value works as any other label (the stubs ask for str).
+@admin.display(description=_("partner"), ordering="partner", empty_value=_("traffic without a partner"))  # type: ignore[call-overload]
+def partner(obj: StatRow) -> Partner | None:
     """The row's partner; a row of the traffic with no partner says so, rather than the admin's "-"."""
     return obj.partner
 
 
 class DailyDateRangeFilter(DateRangeFilter):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.title = _("date range")
 
@@ -59,11 +71,11 @@ class ParentFilter(admin.SimpleListFilter):
     title = _("parent partner")
     parameter_name = "parent"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, str]]:
         parents = Partner.objects.annotate(n=Count("children")).filter(n__gt=0).order_by("path")
         return [(p.code, f"{'· ' * (p.level - 1)}{p.code} {p.name}") for p in parents]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DailyStat]) -> QuerySet[DailyStat]:
         if self.value():
             return queryset.filter(partner__parent__code=self.value())
         return queryset
@@ -73,10 +85,10 @@ class ReconciledFilter(admin.SimpleListFilter):
     title = _("reconciled")
     parameter_name = "reconciled"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "ModelAdmin[Any]") -> list[tuple[str, Label]]:
         return [("yes", _("Yes, exact")), ("no", _("No, realtime"))]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DailyStat]) -> QuerySet[DailyStat]:
         if self.value() == "yes":
             return queryset.filter(reconciled_at__isnull=False)
         if self.value() == "no":
@@ -88,13 +100,22 @@ class ReconciledFilter(admin.SimpleListFilter):
 TOTAL_UV_MAX_ROWS = 400
 
 
+def _show_open(row: DailyStat, figures: DayNumbers | None, now: dt.datetime) -> None:
+    """Give a row of an open day the figures the dashboard shows (None: the row's own), and as of when."""
+    vars(row).update(open_figures=figures, open_as_of=to_local(now))  # read by the columns, not stored
+
+
+def _open_as_of(row: DailyStat) -> dt.datetime:
+    return vars(row)["open_as_of"]
+
+
 @admin.display(description=_("reconciled at"), ordering="reconciled_at")
 def reconciled_at(obj: DailyStat) -> str:
     """When the day was reconciled; a day still open says that its figures are live, and as of when."""
     if obj.reconciled_at is not None:
         return date_format(to_local(obj.reconciled_at), "DATETIME_FORMAT")
     if getattr(obj, "open_figures", None) is not None:
-        return _("not yet: live, as of %(time)s") % {"time": date_format(obj.open_as_of, "H:i")}
+        return _("not yet: live, as of %(time)s") % {"time": date_format(_open_as_of(obj), "H:i")}
     return "—"
 
 
@@ -103,7 +124,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
     """Stored days, except that a day still open (``open_list_days``) shows what the dashboard and the API
     show: the flushed rows plus what Redis holds, marked as such in the "reconciled at" column."""
 
-    list_display = [
+    list_display: list[Any] = [
         "date",
         partner,
         count_column("pv", _("PV"), figure="pv"),
@@ -114,7 +135,7 @@ class DailyStatAdmin(ReadOnlyAdmin):
         reconciled_at,
     ]
     # The page of one row: the list's figures, then what the last flush stored apart for the drift.
-    fields = [
+    fields: ClassVar[list[Any]] = [
         *list_display,
         count_column("realtime_pv", _("realtime PV")),
         count_column("realtime_pv_self", _("realtime own PV")),
@@ -140,34 +161,38 @@ class DailyStatAdmin(ReadOnlyAdmin):
         (_("reconciled at"), "reconciled_at"),
     ]
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         response = super().changelist_view(request, extra_context=extra_context)
-        changelist = getattr(response, "context_data", {}).get("cl")
-        if changelist is not None:
+        # A redirect (a filter the list cannot apply) has no list to add to.
+        context = response.context_data if isinstance(response, TemplateResponse) else None
+        changelist = context.get("cl") if context is not None else None
+        if context is not None and changelist is not None:
             now = timezone.now()  # one clock reading for the rows and the totals
             rows = list(changelist.result_list)
             live = open_row_numbers(
                 rows=[(row.partner, row.date, row.reconciled_at is not None) for row in rows], now=now
             )
             for row in rows:
-                row.open_figures = live.get((row.partner_id, row.date))
-                row.open_as_of = to_local(now)
+                _show_open(row, live.get((row.partner_id, row.date)), now)
             changelist.result_list = rows
-            response.context_data["totals"] = daily_list_totals(
+            context["totals"] = daily_list_totals(
                 queryset=changelist.queryset, now=now, uv_max_rows=TOTAL_UV_MAX_ROWS
             )
         return response
 
-    def get_object(self, request, object_id, from_field=None):
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> DailyStat | None:
         row = super().get_object(request, object_id, from_field)
         if row is not None and row.reconciled_at is None:
             now = timezone.now()
             live = open_row_numbers(rows=[(row.partner, row.date, False)], now=now)
-            row.open_figures = live.get((row.partner_id, row.date))
-            row.open_as_of = to_local(now)
+            _show_open(row, live.get((row.partner_id, row.date)), now)
         return row
 
-    def csv_rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
+    def csv_rows(self, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         """The open days' rows with the figures the list shows (lookups: ``csv_fields``)."""
         now = timezone.now()
         first, last = open_list_days(now)
@@ -246,6 +271,11 @@ class ReconcileDriftAdmin(ReadOnlyAdmin):
         return grouped(obj.uv_drift)
 
 
+def _annotation(row: Model, name: str) -> Any:
+    """A value the list's query annotated ``row`` with (the checker knows the model's fields only)."""
+    return vars(row)[name]
+
+
 def _printable(head: bytes, limit: int) -> str:
     """The first ``limit`` bytes as text, undecodable bytes shown as \\xNN; the template escapes the rest."""
     text = bytes(head[:limit]).decode("utf-8", errors="backslashreplace")
@@ -286,13 +316,13 @@ class DeadLetterAdmin(CsvExportMixin, admin.ModelAdmin):
         (_("bytes"), "raw_size"),
     ]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
         return False
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeadLetter]:
         head = Substr("raw", 1, self.PREVIEW_BYTES, output_field=BinaryField())
         return super().get_queryset(request).defer("raw").annotate(raw_head=head, raw_size=Length("raw"))
 
@@ -304,11 +334,15 @@ class DeadLetterAdmin(CsvExportMixin, admin.ModelAdmin):
 
     @admin.display(description=_("payload (start)"))
     def payload_head(self, obj: DeadLetter) -> str:
-        return _printable(bytes(obj.raw_head or b""), self.PREVIEW_BYTES) if obj.raw_size else "—"
+        return (
+            _printable(bytes(_annotation(obj, "raw_head") or b""), self.PREVIEW_BYTES)
+            if _annotation(obj, "raw_size")
+            else "—"
+        )
 
     @admin.display(description=_("bytes"), ordering="raw_size")
     def size(self, obj: DeadLetter) -> str:
-        return grouped(obj.raw_size)
+        return grouped(_annotation(obj, "raw_size"))
 
     @admin.display(description=_("partition / offset"), ordering="offset")
     def position(self, obj: DeadLetter) -> str:
@@ -319,4 +353,4 @@ class DeadLetterAdmin(CsvExportMixin, admin.ModelAdmin):
     def payload(self, obj: DeadLetter) -> str:
         head = Substr("raw", 1, self.DETAIL_BYTES, output_field=BinaryField())
         first = DeadLetter.objects.filter(pk=obj.pk).annotate(head=head).values_list("head", flat=True)[0]
-        return _printable(bytes(first or b""), self.DETAIL_BYTES) if obj.raw_size else "—"
+        return _printable(bytes(first or b""), self.DETAIL_BYTES) if _annotation(obj, "raw_size") else "—"

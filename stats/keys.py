@@ -38,7 +38,6 @@ Rankings (second design document; counters.rankings)::
 
     {P:pN}:rank:{window}:{scope}:slot:{epoch}  hash  partner code -> PV in that slot
     {P:pN}:rank:{window}:{scope}:slots         zset  slot keys, score slot start epoch
-    {P:pN}:rank:{window}:{scope}:total         zset  partner code -> PV over the live slots
 
 Time series (third design document; counters.series)::
 
@@ -210,10 +209,6 @@ def ranking_slot(partition: int, window: str, scope: str, slot_epoch: int) -> st
 
 def ranking_slots(partition: int, window: str, scope: str) -> str:
     return f"{partition_tag(partition)}:rank:{window}:{scope}:slots"
-
-
-def ranking_total(partition: int, window: str, scope: str) -> str:
-    return f"{partition_tag(partition)}:rank:{window}:{scope}:total"
 
 
 # --- Time series --------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from cpsproject.common.timeutil import epoch
 from stats.dashboard.site import can_read_statistics
 from stats.pipeline import metrics
 from stats.read import pipeline_status
+from stats.read.metric_sources import extra_metrics
 
 
 class PipelineCollector:
@@ -30,6 +31,7 @@ class PipelineCollector:
         yield from self._kafka()
         yield from self._consumers()
         yield from self._jobs()
+        yield from extra_metrics()  # what other apps add (stats.plugins.register_metrics)
 
     def _counts(self) -> Iterator[Metric]:
         """Events counted, dead letters counted, and how long batches take."""
@@ -85,7 +87,8 @@ class PipelineCollector:
         for row in pipeline_status.consumer_lag():
             # No stored offset: nothing of the partition has been counted yet.
             offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "counted"], row.stored_offset or 0)
-            if row.lag is not None:
+            # A lag is known once the end offset has been seen, with its moment.
+            if row.lag is not None and row.end_offset is not None and row.seen_at is not None:
                 lag.add_metric([settings.KAFKA_TOPIC, str(row.partition)], row.lag)
                 seen.add_metric([settings.KAFKA_TOPIC, str(row.partition)], epoch(row.seen_at))
                 offsets.add_metric([settings.KAFKA_TOPIC, str(row.partition), "end"], row.end_offset)

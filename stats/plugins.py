@@ -31,7 +31,8 @@ reconciled), as the stats API shows it, and ``partner_uv_between(partner, start,
 the range.
 
 A feature adds a panel to the dashboard or the partner page with ``register_dashboard_panel(name, render)`` /
-``register_partner_page_panel(name, render)`` (``stats.read.panels``).
+``register_partner_page_panel(name, render)`` (``stats.read.panels``), and figures to ``/metrics`` with
+``register_metrics(name, collect)``, ``collect() -> prometheus-client metric families`` (``stats.read.metric_sources``).
 """
 
 import datetime as dt
@@ -44,9 +45,11 @@ from stats.models import DeadLetter
 from stats.pipeline.archive import ArchivedEvent, get_archive
 from stats.pipeline.events import Rejected, identifier
 from stats.pipeline.registry import (
+    CommandRecorder,
     CounterWrites,
     Envelope,
     Event,
+    RedisClient,
     Refusal,
     register_counter,
     register_event_type,
@@ -54,6 +57,7 @@ from stats.pipeline.registry import (
     register_recorder,
 )
 from stats.read.health import register_health_check
+from stats.read.metric_sources import register_metrics
 from stats.read.panels import (
     DashboardPage,
     PartnerPage,
@@ -106,12 +110,14 @@ def store_dead_letter(*, source: str, offset: int, reason: str, detail: str, raw
 __all__ = [
     "ArchivedEvent",
     "archived_events",
+    "CommandRecorder",
     "CounterWrites",
     "DashboardPage",
     "PartnerPage",
     "Envelope",
     "Event",
     "Reason",
+    "RedisClient",
     "Refusal",
     "Rejected",
     "TrafficDay",
@@ -124,6 +130,7 @@ __all__ = [
     "register_event_type",
     "register_health_check",
     "register_layout_upgrade",
+    "register_metrics",
     "register_partner_page_panel",
     "register_recorder",
     "store_dead_letter",

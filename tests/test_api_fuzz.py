@@ -40,8 +40,10 @@ QUERY_PARAMS = {
     "partners/A1/conversions/": ["start", "end"],
     "orders/": ["partner", "status", "start", "end", "page"],
     "partners/A1/statements/": ["month", "page"],
+    "partners/A1/quality/": ["start", "end"],
+    "quality/findings/": ["start", "end", "partner", "status", "page"],
 }
-PORTAL_ENDPOINTS = [url for url in QUERY_PARAMS if not url.startswith("logins/")]
+PORTAL_ENDPOINTS = [url for url in QUERY_PARAMS if not url.startswith(("logins/", "quality/"))]
 # A 400 may name a required parameter the request left out.
 REQUIRED = {"logins/counts/": {"user_type"}}
 
@@ -298,7 +300,7 @@ def test_the_fuzzed_schema_is_the_served_one():
     response = APIClient().get(f"{API}schema/?format=json")
     assert response.status_code == 200
     assert response.json() == generated_schema()
-    assert len(list(schema.get_all_operations())) == 14  # with conversions, orders and statements
+    assert len(list(schema.get_all_operations())) == 16  # with conversions, orders, statements and quality
 
 
 @pytest.fixture

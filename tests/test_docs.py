@@ -42,6 +42,7 @@ from django.urls import Resolver404, resolve
 
 from conversions.conf import DEFAULTS as CONVERSION_DEFAULTS
 from loginlog.conf import DEFAULTS as LOGIN_DEFAULTS
+from quality.conf import DEFAULTS as QUALITY_DEFAULTS
 from stats.conf import DEFAULTS as STATS_DEFAULTS
 from stats.models import DeadLetter
 
@@ -390,7 +391,7 @@ def test_every_command_the_docs_name_exists() -> None:
 
 def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
     known = known_variables()
-    options = set(STATS_DEFAULTS) | set(LOGIN_DEFAULTS) | set(CONVERSION_DEFAULTS)
+    options = set(STATS_DEFAULTS) | set(LOGIN_DEFAULTS) | set(CONVERSION_DEFAULTS) | set(QUALITY_DEFAULTS)
     problems = []
     for page in PAGES:
         for code in INLINE_CODE.findall(page.read_text(encoding="utf-8")):
@@ -463,6 +464,7 @@ def test_the_configuration_page_lists_every_variable_with_its_default() -> None:
         ("`CPS_STATS` option", STATS_DEFAULTS),
         ("`CPS_LOGINS` option", LOGIN_DEFAULTS),
         ("`CPS_CONVERSIONS` option", CONVERSION_DEFAULTS),
+        ("`CPS_QUALITY` option", QUALITY_DEFAULTS),
     ],
 )
 def test_the_configuration_page_lists_every_option(header: str, defaults: dict) -> None:

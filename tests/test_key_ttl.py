@@ -53,6 +53,9 @@ def key_floors(prefix: str, settings) -> list[tuple[str, int]]:
         # Flushed every minute, but a late event re-creates them up to the maximum lateness.
         (f"{partition}:pv:", lateness),
         (f"{partition}:uv:", lateness),
+        # A partner-day's traffic-quality signals: written up to the lateness, deleted once it is reconciled.
+        (f"{partition}:q:", lateness),
+        (f"{shared}:q:index", 365 * ONE_DAY),
         # Written until the month ends, kept for the retention after it, synced weekly (and syncs get missed).
         (f"{logins}:", login_floor),
         (f"{shared}:login:blocks", login_floor),

@@ -46,7 +46,6 @@ def test_every_key_starts_with_a_hash_tag_built_on_the_prefix(settings):
     assert stats_keys.uv_days(0) == f"{p0}:uv:days"
     assert stats_keys.ranking_slot(0, "24h", "tree", 1763690400) == f"{p0}:rank:24h:tree:slot:1763690400"
     assert stats_keys.ranking_slots(0, "1h", "self") == f"{p0}:rank:1h:self:slots"
-    assert stats_keys.ranking_total(0, "7d", "tree") == f"{p0}:rank:7d:tree:total"
     assert stats_keys.series_known(0) == f"{p0}:series:known"
     assert stats_keys.series_member(60, "p:P001") == "60:p:P001"
     assert stats_keys.series_hash(0, 60, "p:P001") == f"{p0}:series:60:p:P001"
@@ -131,7 +130,6 @@ KEY_BUILDERS = {
     "final_days": (7, "202611"),
     "ranking_slot": (2, "24h", "tree", 1763690400),
     "ranking_slots": (2, "1h", "self"),
-    "ranking_total": (2, "7d", "tree"),
     "series_known": (2,),
     "series_hash": (2, 60, "p:P001"),
     "series_hash_of_member": (2, "300:all"),

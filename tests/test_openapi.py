@@ -43,7 +43,9 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_route_of_the_api(schema):
     validate_schema(schema)  # drf-spectacular's check against the OpenAPI 3 JSON schema; raises if invalid
     assert schema["openapi"].startswith("3.")
     routes = {API + path for path in route_paths(api_urls.urlpatterns) if path not in DOCS_ROUTES}
-    assert len(routes) == 13  # with the conversions: partner days, orders, statements
+    assert (
+        len(routes) == 15
+    )  # with the conversions (partner days, orders, statements) and quality (days, findings)
     assert set(schema["paths"]) == routes
     assert set(schema["paths"]["/api/v1/partners/"]) == {"get", "post"}
     assert set(schema["paths"]["/api/v1/logins/"]) == {"post"}

@@ -11,21 +11,28 @@ as the list on screen does. Files start with a UTF-8 byte order mark so that spr
 import datetime as dt
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import F, OrderBy, Q
+from django.db.models import F, Model, OrderBy, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
-from django.http import HttpRequest, HttpResponseRedirect, StreamingHttpResponse
-from django.urls import path, reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from cpsproject.common.csv_export import csv_response
+from cpsproject.common.labels import Label
 
 CHUNK_ROWS = 2000
+
+if TYPE_CHECKING:  # the mixin's methods call the ModelAdmin's it is mixed into
+    _AdminBase = admin.ModelAdmin[Any]
+else:
+    _AdminBase = object
 
 
 def _cell(value: object) -> object:
@@ -37,7 +44,7 @@ def _cell(value: object) -> object:
 
 
 def csv_download(
-    rows: Iterable[Sequence[object]], *, header: Sequence[object], filename: str
+    rows: Iterable[Sequence[object]], *, header: Sequence[Label], filename: str
 ) -> StreamingHttpResponse:
     """Stream ``rows`` as a CSV download for staff: UTF-8 with a BOM, formulas defused, times in business time."""
     return csv_response(
@@ -49,7 +56,7 @@ def csv_download(
     )
 
 
-def _ordering(queryset) -> list[tuple[str, bool]]:
+def _ordering(queryset: QuerySet[Any]) -> list[tuple[str, bool]]:
     """The queryset's ordering as ``(lookup, descending)`` pairs, or [] when it is not plain lookups."""
     terms = list(queryset.query.order_by or queryset.query.get_meta().ordering or ["pk"])
     keys = []
@@ -65,7 +72,7 @@ def _ordering(queryset) -> list[tuple[str, bool]]:
     return keys
 
 
-def _related_ordering(model, lookup: str, descending: bool) -> list[tuple[str, bool]]:
+def _related_ordering(model: type[Model], lookup: str, descending: bool) -> list[tuple[str, bool]]:
     """``lookup`` as the database orders it: a relation sorts by its model's own ``Meta.ordering``.
 
     The change list sorted by a partner column orders by ``partner__path`` (Django expands the relation the
@@ -76,15 +83,16 @@ def _related_ordering(model, lookup: str, descending: bool) -> list[tuple[str, b
         if part == "pk":
             return [(lookup, descending)]
         field = model._meta.get_field(part)
-        model = field.related_model if field.is_relation else model
+        related = field.related_model if field.is_relation else model
+        if related is None:  # a generic relation: no model of its own to order by
+            return [(lookup, descending)]
+        model = related
     if field is None or not field.is_relation or not model._meta.ordering:
         return [(lookup, descending)]
-    if not all(isinstance(term, str) for term in model._meta.ordering):
+    terms = [term for term in model._meta.ordering if isinstance(term, str)]
+    if len(terms) != len(model._meta.ordering):
         return [(lookup, descending)]
-    return [
-        (f"{lookup}{LOOKUP_SEP}{term.lstrip('-')}", descending != term.startswith("-"))
-        for term in model._meta.ordering
-    ]
+    return [(f"{lookup}{LOOKUP_SEP}{term.lstrip('-')}", descending != term.startswith("-")) for term in terms]
 
 
 def _after(keys: list[tuple[str, bool]], last: Sequence[object]) -> Q:
@@ -111,7 +119,9 @@ def _after(keys: list[tuple[str, bool]], last: Sequence[object]) -> Q:
     return after
 
 
-def keyset_rows(queryset, lookups: Sequence[str], *, chunk: int | None = None) -> Iterator[tuple]:
+def keyset_rows(
+    queryset: QuerySet[Any], lookups: Sequence[str], *, chunk: int | None = None
+) -> Iterator[tuple[Any, ...]]:
     """Yield ``values_list(*lookups)`` of every row of ``queryset`` in its own order, one chunk per query.
 
     Each chunk starts after the last row of the one before (``WHERE keys > last``), so no query reads the rows
@@ -141,24 +151,24 @@ def keyset_rows(queryset, lookups: Sequence[str], *, chunk: int | None = None) -
         last = rows[-1][: len(names)]
 
 
-class CsvExportMixin:
+class CsvExportMixin(_AdminBase):
     """Add ``export.csv`` beside a ModelAdmin's change list, selecting what the change list shows.
 
     ``csv_fields`` lists ``(header, lookup)`` pairs; a lookup is anything ``values_list`` takes
     (``"partner__code"``). The change list's filters, search and ordering come from the same query string.
     """
 
-    csv_fields: Sequence[tuple[str, str]] = ()
+    csv_fields: Sequence[tuple[Label, str]] = ()
 
-    def csv_row(self, values: tuple) -> Sequence[object]:
+    def csv_row(self, values: tuple[Any, ...]) -> Sequence[object]:
         """Turn one ``values_list`` row into CSV cells; override to render a stored code readably."""
         return values
 
-    def csv_rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
+    def csv_rows(self, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         """The ``values_list`` rows to write, before ``csv_row``; override to replace some rows' values."""
         return rows
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_csv"
         export = path("export.csv", self.admin_site.admin_view(self.export_csv_view), name=name)
         return [export, *super().get_urls()]
@@ -170,7 +180,9 @@ class CsvExportMixin:
         query = request.GET.urlencode()
         return f"{url}?{query}" if query else url
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         extra_context = {**(extra_context or {}), "csv_url": self.csv_url(request)}
         return super().changelist_view(request, extra_context=extra_context)
 
@@ -198,11 +210,11 @@ class ReadOnlyCsvAdmin(CsvExportMixin, admin.ModelAdmin):
     """Rows the pipeline and the jobs write: staff with the model's view permission read and download them,
     nobody adds, edits or deletes one."""
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

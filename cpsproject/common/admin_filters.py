@@ -1,10 +1,15 @@
 """List filters the apps' admin lists share."""
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
+from django.db.models import Field, Model, QuerySet
+from django.http import HttpRequest
 
 
 class DateRangeFilter(admin.FieldListFilter):
@@ -12,7 +17,15 @@ class DateRangeFilter(admin.FieldListFilter):
 
     template = "admin/date_range_filter.html"
 
-    def __init__(self, field, request, params, model, model_admin, field_path) -> None:
+    def __init__(
+        self,
+        field: Field,
+        request: HttpRequest,
+        params: dict[str, list[str]],
+        model: type[Model],
+        model_admin: "ModelAdmin[Any]",  # generic to the checker only
+        field_path: str,
+    ) -> None:
         self.lookup_gte, self.lookup_lte = f"{field_path}__gte", f"{field_path}__lte"
         super().__init__(field, request, params, model, model_admin, field_path)
 
@@ -26,7 +39,7 @@ class DateRangeFilter(admin.FieldListFilter):
         value = self.used_parameters.get(key, "")
         return str(value[-1] if isinstance(value, list) else value)
 
-    def choices(self, changelist) -> Any:
+    def choices(self, changelist: ChangeList) -> Iterator[Any]:  # a form's fields, not a choice's link
         # One choice: the form in the template. Django's list of links does not fit a range.
         yield {
             "gte": self._value(self.lookup_gte),
@@ -42,7 +55,7 @@ class DateRangeFilter(admin.FieldListFilter):
             "clear": changelist.get_query_string(remove=[self.lookup_gte, self.lookup_lte]),
         }
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         values = {key: self._value(key) for key in (self.lookup_gte, self.lookup_lte) if self._value(key)}
         try:
             return queryset.filter(**values)

@@ -17,7 +17,7 @@ from django.core.signals import setting_changed
 _resolved: dict[tuple[str, str], Any] = {}
 
 
-def _forget(*, setting: str, **kwargs) -> None:
+def _forget(*, setting: str, **kwargs: object) -> None:
     for cached in [k for k in _resolved if k[0] == setting]:
         del _resolved[cached]
 

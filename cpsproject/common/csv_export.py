@@ -12,6 +12,7 @@ UTF-8; ``excel_safe=True`` defuses text cells that Excel would run as a formula 
 
 import csv
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -96,7 +97,12 @@ class CSVRenderer(BaseRenderer):
     format = "csv"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict[str, Any] | None = None,
+    ) -> bytes:
         if data is None:
             return b""
         items = data if isinstance(data, list) else [data]

@@ -7,6 +7,8 @@ answer (``Accept: application/json; indent=4``, and the browsable API, which ask
 JSON block) decodes them first. Anything else renders as DRF renders it.
 """
 
+from typing import Any
+
 import orjson
 from rest_framework import renderers
 
@@ -16,7 +18,12 @@ class RenderedJSON(bytes):
 
 
 class JSONRenderer(renderers.JSONRenderer):
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict[str, Any] | None = None,
+    ) -> bytes:
         if isinstance(data, RenderedJSON):
             if not self.get_indent(accepted_media_type, renderer_context or {}):
                 return bytes(data)

@@ -8,6 +8,13 @@ consumer's counters do), a call is one more command of that pipeline.
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
+
+
+class CommandTarget(Protocol):
+    """A Redis client or pipeline, or anything else with redis-py's ``execute_command``."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
 
 
 class LuaScript:
@@ -15,10 +22,10 @@ class LuaScript:
         """The script ``name`` in the folder of ``module_file`` (pass ``__file__``)."""
         self.source = (Path(module_file).parent / name).read_text()
 
-    def queue(self, pipe, keys: Sequence, args: Sequence = ()) -> None:
+    def queue(self, pipe: CommandTarget, keys: Sequence[Any], args: Sequence[Any] = ()) -> None:
         """Queue one call on ``pipe`` (a pipeline, or anything with redis-py's ``execute_command``)."""
         pipe.execute_command("EVAL", self.source, len(keys), *keys, *args)
 
-    def __call__(self, client, keys: Sequence, args: Sequence = ()):
+    def __call__(self, client: CommandTarget, keys: Sequence[Any], args: Sequence[Any] = ()) -> Any:
         """Run one call now on ``client`` and return its reply."""
         return client.execute_command("EVAL", self.source, len(keys), *keys, *args)

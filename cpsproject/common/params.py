@@ -10,21 +10,32 @@ serializer per endpoint, which drf-spectacular documents); the fields parse with
 admin's dashboard also calls directly.
 """
 
+from __future__ import annotations
+
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
 from rest_framework import parsers, serializers
 from rest_framework.exceptions import NotAcceptable, NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from cpsproject.common.timeutil import business_tz, day_bounds
+
+if TYPE_CHECKING:  # rest_framework.views imports this module (through the API settings)
+    from rest_framework.views import APIView
 
 EARLIEST = dt.date(2000, 1, 1)
 LATEST = dt.date(2100, 12, 31)
@@ -109,7 +120,7 @@ def check_date_range(start: dt.date, end: dt.date) -> None:
     _check_range(start, end, (end - start).days + 1, max_range_days())
 
 
-def _check_range(start: object, end: object, days: float, max_days: int) -> None:
+def _check_range(start: dt.date, end: dt.date, days: float, max_days: int) -> None:
     if end < start:
         raise ValidationError({"end": gettext("end must not be before start.")})
     if days > max_days:
@@ -192,7 +203,7 @@ def choice_param(params: Mapping, name: str, *, choices: Sequence[str], default:
     """One of ``choices``; ``default`` when absent (required if None)."""
     raw = _raw(params, name)
     value = default if raw is None else raw
-    if value not in choices:
+    if value is None or value not in choices:
         raise ValidationError(
             {
                 name: gettext("%(name)s must be one of %(choices)s, not %(value)s.")
@@ -250,7 +261,12 @@ class JSONParser(parsers.JSONParser):
     400 like any bad JSON.
     """
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self,
+        stream: IO[bytes],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError as exc:
@@ -269,16 +285,23 @@ class JSONParser(parsers.JSONParser):
 class Pagination(PageNumberPagination):
     """DRF's page-number pages; a bad ``page`` is a 400 and a page past the end a 404, both naming ``page``."""
 
-    def get_page_number(self, request, paginator) -> int | str:
+    def get_page_number(self, request: Request, paginator: Paginator) -> int | str:
         if request.query_params.get(self.page_query_param) in self.last_page_strings:
             return paginator.num_pages
         return page_param(request.query_params)
 
-    def paginate_queryset(self, queryset, request, view=None):
+    def paginate_queryset(
+        self, queryset: QuerySet[Any] | Sequence[Any], request: Request, view: APIView | None = None
+    ) -> list[Any]:
         try:
-            return super().paginate_queryset(queryset, request, view)
+            page = super().paginate_queryset(queryset, request, view)
         except NotFound as exc:
             raise NotFound({self.page_query_param: [str(exc.detail)]}) from exc
+        if page is None:
+            # DRF pages nothing without a page size. Settings fix PAGE_SIZE and no page-size parameter is read,
+            # so no request gets here: only a settings change that would make every list unbounded.
+            raise ImproperlyConfigured("REST_FRAMEWORK['PAGE_SIZE'] must be set: the API lists come in pages")
+        return page
 
 
 class FormatNegotiation(DefaultContentNegotiation):
@@ -290,7 +313,9 @@ class FormatNegotiation(DefaultContentNegotiation):
     header the view cannot satisfy is a 406 listing the media types it answers.
     """
 
-    def select_renderer(self, request, renderers, format_suffix=None):
+    def select_renderer(
+        self, request: Request, renderers: Sequence[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
         name = api_settings.URL_FORMAT_OVERRIDE
         chosen = None
         if name and not format_suffix:
@@ -373,7 +398,10 @@ def error_responses(*statuses: int) -> dict:
 # whether a parameter is read alone or through a serializer.
 
 
-def _as_field_error(name: str, parse):
+_T = TypeVar("_T")
+
+
+def _as_field_error(name: str, parse: Callable[[], _T]) -> _T:
     try:
         return parse()
     except ValidationError as exc:  # the parsers name the parameter; a field's error is just its messages
@@ -386,7 +414,9 @@ def _as_field_error(name: str, parse):
 class _QueryField:
     """An absent or empty parameter is left out of the validated data: the endpoint applies its default."""
 
-    def get_value(self, dictionary):
+    field_name: str  # set by the serializer field this mixes into
+
+    def get_value(self, dictionary: Mapping[str, Any]) -> Any:
         value = dictionary.get(self.field_name, serializers.empty)
         return serializers.empty if value == "" else value
 
@@ -394,7 +424,7 @@ class _QueryField:
 class QueryDate(_QueryField, serializers.DateField):
     """``YYYY-MM-DD``, from ``EARLIEST`` to ``LATEST``."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: str) -> dt.date:
         name = self.field_name
         return _as_field_error(name, lambda: date_param({name: value}, name, default=EARLIEST))
 
@@ -403,7 +433,7 @@ class QueryDate(_QueryField, serializers.DateField):
 class QueryMonth(_QueryField, serializers.Field):
     """``YYYY-MM``: its first and last day."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: str) -> tuple[dt.date, dt.date] | None:
         name = self.field_name
         return _as_field_error(name, lambda: month_param({name: value}, name))
 
@@ -411,7 +441,7 @@ class QueryMonth(_QueryField, serializers.Field):
 class QueryInt(_QueryField, serializers.IntegerField):
     """ASCII digits from ``min_value`` to ``max_value`` (both required)."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: str) -> int:
         name = self.field_name
         return _as_field_error(
             name, lambda: int_param({name: value}, name, default=0, low=self.min_value, high=self.max_value)
@@ -421,7 +451,7 @@ class QueryInt(_QueryField, serializers.IntegerField):
 class QueryChoice(_QueryField, serializers.ChoiceField):
     """One of ``choices`` (strings or integers: an integer choice is answered as an int)."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: str) -> str | int:
         name = self.field_name
         by_text = {str(choice): choice for choice in self.choices}
         return by_text[
@@ -432,16 +462,16 @@ class QueryChoice(_QueryField, serializers.ChoiceField):
 class QueryText(_QueryField, serializers.CharField):
     """Printable text of at most ``MAX_LENGTH`` characters, read further by the endpoint."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", MAX_LENGTH)
         super().__init__(**kwargs)
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: str) -> str | None:
         name = self.field_name
         return _as_field_error(name, lambda: _raw({name: value}, name))
 
 
-def query(serializer_class: type[serializers.Serializer], request, **context) -> dict:
+def query(serializer_class: type[serializers.Serializer], request: Request, **context: Any) -> dict[str, Any]:
     """Validate ``request``'s query parameters with ``serializer_class``; a 400 names each bad parameter."""
     serializer = serializer_class(data=request.query_params, context=context)
     serializer.is_valid(raise_exception=True)

@@ -27,7 +27,7 @@ def prefix() -> str:
     return "{" + settings.CPS_REDIS_PREFIX + "}"
 
 
-def _forget_prefix(*, setting: str, **kwargs) -> None:
+def _forget_prefix(*, setting: str, **kwargs: object) -> None:
     # Built once per process (the consumer builds keys per event); tests give each test its own prefix.
     if setting == "CPS_REDIS_PREFIX":
         prefix.cache_clear()

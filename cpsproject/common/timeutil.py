@@ -17,9 +17,16 @@ def to_local(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone(business_tz())
 
 
+def _offset_seconds(aware: dt.datetime) -> int:
+    offset = aware.utcoffset()
+    if offset is None:  # only a naive moment has none, and ``astimezone`` never returns one
+        raise ValueError(f"{aware} has no time zone")
+    return int(offset.total_seconds())
+
+
 def local_offset(moment: dt.datetime) -> int:
     """Seconds the business time zone is ahead of UTC at ``moment``."""
-    return int(to_local(moment).utcoffset().total_seconds())
+    return _offset_seconds(to_local(moment))
 
 
 def period_start(seconds: int, period: int, offset_at: Callable[[int], int]) -> int:
@@ -146,7 +153,7 @@ class BatchClock:
         self._days: dict[int, dt.date] = {}
 
     def _offset_at(self, seconds: int) -> int:
-        return int(dt.datetime.fromtimestamp(seconds, tz=self._zone).utcoffset().total_seconds())
+        return _offset_seconds(dt.datetime.fromtimestamp(seconds, tz=self._zone))
 
     def offset(self, seconds: int) -> int:
         """Seconds the business time zone is ahead of UTC at epoch ``seconds``."""

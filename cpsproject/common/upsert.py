@@ -12,14 +12,18 @@ a handful per flush) are matched here with an UPDATE and inserted only when it f
 """
 
 import contextlib
+import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
+from types import TracebackType
 from typing import Any
 
 from django.db import connection, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.constants import OnConflict
 from django.utils import timezone
+
+from cpsproject.common.columns import column, field_column
 
 # Rows per statement, at most; SQLite may lower it to stay under its limit of query parameters.
 CHUNK = 1000
@@ -137,7 +141,9 @@ class _StatementInFlight:
             with self.wrapper.wrap_database_errors:
                 self.db.read_query_result()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is None:
             self.wait()
             return
@@ -153,10 +159,17 @@ def _auto_now(field: models.Field) -> bool:
     return bool(getattr(field, "auto_now", False))
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def _db_value(field: models.Field) -> Callable[[Any], Any]:
-    internal = field.target_field.get_internal_type() if field.is_relation else field.get_internal_type()
+    stored = (
+        field.target_field if isinstance(field, models.ForeignKey) else field
+    )  # a key holds its target's type
+    internal = stored.get_internal_type()
     if internal in _PLAIN_TYPES:
-        return lambda value: value
+        return _same
     if internal in _REPEATED_TYPES:
         # A flush writes 1,000 partners' rows of each bucket start: convert each distinct value once.
         converted: dict[Any, Any] = {}
@@ -174,44 +187,44 @@ class _Statement:
     """The parts of one multi-row upsert of ``model`` for rows carrying the fields ``names``."""
 
     def __init__(
-        self, model: type[models.Model], *, names: Sequence[str], key_fields: Sequence[str], now
+        self, model: type[models.Model], *, names: Sequence[str], key_fields: Sequence[str], now: dt.datetime
     ) -> None:
         fields = _concrete_fields(model)
         given = set(names)
         # A column the rows leave out is inserted with its default and left alone on update.
         updated = [f for f in fields if (f.attname in given and f.attname not in key_fields) or _auto_now(f)]
         # Per column: the row field to read and how to convert it, or the one value every row gets.
-        self.columns_from: list[tuple[str | None, Callable[[Any], Any] | None, Any]] = []
+        self.columns_from: list[tuple[str | None, Callable[[Any], Any], Any]] = []
         for f in fields:
             prep = _db_value(f)
             if _auto_now(f):
-                self.columns_from.append((None, None, prep(now)))
+                self.columns_from.append((None, _same, prep(now)))
             elif f.attname in given:
                 self.columns_from.append((f.attname, prep, None))
             else:
-                self.columns_from.append((None, None, prep(f.get_default())))
+                self.columns_from.append((None, _same, prep(f.get_default())))
         ops, quote = connection.ops, connection.ops.quote_name
-        key_columns = [model._meta.get_field(name).column for name in key_fields]
-        columns = ", ".join(quote(f.column) for f in fields)
+        key_columns = [column(model, name) for name in key_fields]
+        columns = ", ".join(quote(field_column(f)) for f in fields)
         self.head = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES "
         self.suffix = ops.on_conflict_suffix_sql(
-            fields, OnConflict.UPDATE, [f.column for f in updated] or key_columns[:1], key_columns
+            fields, OnConflict.UPDATE, [field_column(f) for f in updated] or key_columns[:1], key_columns
         )
         self.fields = fields
 
 
 def _insert_on_conflict(
     model: type[models.Model],
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     *,
     names: Sequence[str],
     key_fields: Sequence[str],
-    now,
+    now: dt.datetime,
 ) -> None:
     if connection.vendor == "mysql":
         with connection.cursor() as cursor:
             for statement in _mysql_statements(model, rows, names=names, key_fields=key_fields, now=now):
-                cursor.execute(statement)
+                cursor.execute(statement)  # type: ignore[arg-type]  # MySQLdb takes bytes as they are
         return
     parts = _Statement(model, names=names, key_fields=key_fields, now=now)
     row_sql = "(" + ", ".join(["%s"] * len(parts.fields)) + ")"
@@ -227,7 +240,12 @@ def _insert_on_conflict(
 
 
 def _mysql_statements(
-    model: type[models.Model], rows: list[dict], *, names: Sequence[str], key_fields: Sequence[str], now
+    model: type[models.Model],
+    rows: list[dict[str, Any]],
+    *,
+    names: Sequence[str],
+    key_fields: Sequence[str],
+    now: dt.datetime,
 ) -> Iterator[bytes]:
     """Yield the MySQL statements that write ``rows``: literals escaped by the driver in C.
 
@@ -258,7 +276,7 @@ def _mysql_statements(
             yield head + b",".join(values) + suffix
 
 
-def _column_literals(db, values: list, prep: Callable[[Any], Any]) -> list[bytes]:
+def _column_literals(db: Any, values: list[Any], prep: Callable[[Any], Any]) -> list[bytes]:
     """Return the SQL literal of each value of one column (``prep``: the field's conversion for the database)."""
     if set(map(type, values)) == {int}:
         return list(map(b"%d".__mod__, values))
@@ -269,9 +287,11 @@ def _column_literals(db, values: list, prep: Callable[[Any], Any]) -> list[bytes
     return list(map(literals.__getitem__, values))
 
 
-def _upsert_null_keyed(model: type[models.Model], row: dict, *, key_fields: Sequence[str], now) -> None:
+def _upsert_null_keyed(
+    model: type[models.Model], row: dict[str, Any], *, key_fields: Sequence[str], now: dt.datetime
+) -> None:
     lookup = {name: row[name] for name in key_fields}
     values = {name: value for name, value in row.items() if name not in key_fields}
     values.update({f.attname: now for f in _concrete_fields(model) if _auto_now(f)})
-    if not model.objects.filter(**lookup).update(**values):
-        model.objects.create(**row)
+    if not model._default_manager.filter(**lookup).update(**values):
+        model._default_manager.create(**row)

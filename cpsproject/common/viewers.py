@@ -6,7 +6,10 @@ language of the installation (``LANGUAGE_CODE``), and found again under its name
 Dead letters stay outside it: their payloads may hold users' data (``stats.view_deadletter`` on its own).
 """
 
+from collections.abc import Sequence
+
 from django.conf import settings
+from django.contrib.auth.models import Group, Permission
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 
@@ -48,8 +51,12 @@ def group_names(group_name: str = GROUP_NAME) -> list[str]:
 
 
 def ensure_statistics_viewers(
-    *, group_model, permission_model, group_name: str = GROUP_NAME, permissions=PERMISSIONS
-):
+    *,
+    group_model: type[Group],
+    permission_model: type[Permission],
+    group_name: str = GROUP_NAME,
+    permissions: Sequence[tuple[str, str]] = PERMISSIONS,
+) -> Group:
     """Return the group (created if missing) holding exactly ``permissions`` among others it may have been given.
 
     Takes the models as arguments so that a migration passes its historical ones; the conversions viewers are

@@ -1,20 +1,19 @@
 """Sliding-window partner rankings (second design document), without its races.
 
-Per Kafka partition, window and scope: one hash per time slot (partner -> PV in the slot), a zset of totals
-over the live slots, and a zset indexing the slot keys by start, all under the partition's hash tag. Increments
-touch slot and totals in the partition's MULTI/EXEC; expiring a slot (subtract its counts, drop members at ≤ 0,
-delete it) is one Lua script, so ``totals == sum of live slots`` holds between any two commands. Rotation runs
-in every consumer batch (cheap: one ZRANGEBYSCORE when nothing expired), every minute from django-q2, and
-before every read, so a window whose consumer sat idle for days is still right. A ranking is the partitions'
-totals added up in Python: ZUNIONSTORE cannot span slots, and a window holds one member per active partner.
-The Lua sources sit beside this file.
+Per Kafka partition, window and scope: one hash per time slot (partner -> PV in the slot) and a zset indexing
+the slot keys by start, all under the partition's hash tag. A batch increments the slots it touches in the
+partition's MULTI/EXEC, nothing else: a ranking sums each partition's live slots when it is read
+(``rankings_read.lua``, one reply per partition) and adds the partitions up in Python, so there is no running
+total to keep equal to the slots. The design document's totals zset cost a ZINCRBY per partner and slot on
+every batch (a fifth of Redis' CPU per event) for an order no read used: a ranking sorts in Python anyway.
+Rotation (deleting the slots that left the window) only frees memory; it runs in every consumer batch (one
+ZRANGEBYSCORE when nothing expired) and every minute from django-q2. The Lua sources sit beside this file.
 """
 
 import datetime as dt
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-import orjson
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -31,6 +30,7 @@ SCOPES = ("tree", "self")
 
 _EXPIRE_SLOTS = LuaScript(__file__, "rankings_expire.lua")
 _ADD_TO_SLOTS = LuaScript(__file__, "rankings_add.lua")
+_READ_LIVE_SLOTS = LuaScript(__file__, "rankings_read.lua")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def windows() -> dict[str, Window]:
 
 
 def queue_rankings(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetime) -> None:
-    """Queue slot and total increments for every window and scope on ``writes.fenced``; expire due slots first."""
+    """Queue the slot increments of every window and scope on ``writes.fenced``; expire due slots first."""
     partition, pipe = writes.partition, writes.fenced
     clock = tally.clock
     seconds = {second for _, second in tally.humans}
@@ -76,18 +76,20 @@ def queue_rankings(writes: CounterWrites, tally: PageViewTally, *, now: dt.datet
                 tree[code] += n
         for scope in SCOPES:
             index = keys.ranking_slots(partition, window.name, scope)
-            total = keys.ranking_total(partition, window.name, scope)
-            _EXPIRE_SLOTS.queue(pipe, keys=[index, total], args=[oldest])
+            _EXPIRE_SLOTS.queue(pipe, keys=[index], args=[oldest])
             by_slot = counts[scope]
             if not by_slot:
                 continue
             slot_keys = [keys.ranking_slot(partition, window.name, scope, slot) for slot in by_slot]
-            triples: list[int | str] = []
-            for number, partners in enumerate(by_slot.values(), 1):
-                for code, amount in partners.items():
-                    triples += (number, code, amount)
-            args = [ttl, orjson.dumps(list(by_slot)), orjson.dumps(triples)]
-            _ADD_TO_SLOTS.queue(pipe, keys=[index, total, *slot_keys], args=args)
+            # Partner codes hold no space (partners.models.CODE_VALIDATOR): the triples travel as one string.
+            triples = " ".join(
+                f"{number} {code} {amount}"
+                for number, partners in enumerate(by_slot.values(), 1)
+                for code, amount in partners.items()
+            )
+            _ADD_TO_SLOTS.queue(
+                pipe, keys=[index, *slot_keys], args=[ttl, " ".join(map(str, by_slot)), triples]
+            )
 
 
 def rotate(window: Window, *, now: dt.datetime | None = None, client: RedisClient | None = None) -> int:
@@ -97,9 +99,7 @@ def rotate(window: Window, *, now: dt.datetime | None = None, client: RedisClien
     pipe = client.pipeline(transaction=False)
     for partition in known_partitions(client):
         for scope in SCOPES:
-            index = keys.ranking_slots(partition, window.name, scope)
-            total = keys.ranking_total(partition, window.name, scope)
-            _EXPIRE_SLOTS.queue(pipe, keys=[index, total], args=[oldest])
+            _EXPIRE_SLOTS.queue(pipe, keys=[keys.ranking_slots(partition, window.name, scope)], args=[oldest])
     return sum(pipe.execute())
 
 
@@ -124,16 +124,16 @@ def top_partners(
     now: dt.datetime | None = None,
 ) -> list[RankedPartner]:
     """Return the top ``limit`` partners by PV over ``window`` (optionally only codes in ``among``)."""
-    spec = windows()[window]
+    oldest = windows()[window].oldest_live_slot(now or timezone.now())
     client = get_redis_connection("default")
-    rotate(spec, now=now, client=client)
     pipe = client.pipeline(transaction=False)
-    for partition in known_partitions(client):
-        pipe.zrange(keys.ranking_total(partition, window, scope), 0, -1, withscores=True)
+    partitions = known_partitions(client)
+    for partition in partitions:
+        _READ_LIVE_SLOTS.queue(pipe, keys=[keys.ranking_slots(partition, window, scope)], args=[oldest])
     summed: Counter[str] = Counter()
-    for reply in pipe.execute():
-        for member, score in reply:
-            summed[member.decode()] += int(score)
+    for reply in pipe.execute() if partitions else []:
+        for at in range(0, len(reply), 2):
+            summed[reply[at].decode()] += int(reply[at + 1])
     totals = list(summed.items())
     if among is not None:
         totals = [(code, pv) for code, pv in totals if code in among]

@@ -10,9 +10,9 @@ deletes what it flushed (``delete_unchanged``).
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeAlias, cast
 
 import orjson
 
@@ -31,6 +31,10 @@ _MERGE = LuaScript(__file__, "uniques_merge.lua")
 
 HLLS_PER_CALL = 2000  # bounds one script call's arguments
 READ_CHUNK = 1000
+
+
+# A stored HyperLogLog's bytes, as the database driver returns a binary column.
+Blob: TypeAlias = bytes | memoryview
 
 
 class UvDay(NamedTuple):
@@ -73,15 +77,15 @@ def queue_uniques(writes: CounterWrites, tally: PageViewTally) -> None:
     pipe.expire(keys.uv_days(partition), ttl)
 
 
-def merged_counts(client: RedisClient, unions: list[list[bytes | None]]) -> list[tuple[bytes, int]]:
+def merged_counts(client: RedisClient, unions: Sequence[Sequence[Blob | None]]) -> list[tuple[bytes, int]]:
     """Return the merged bytes and the PFCOUNT of each list of HyperLogLog blobs, in one round trip.
 
     One script call per union, on scratch keys of its own slot (no transaction spans the unions): the blobs
     go as arguments, where a SET per blob, a PFMERGE, a GET, a PFCOUNT and the DELs each cost a command.
     """
     pipe = client.pipeline(transaction=False)
-    for blobs in unions:
-        blobs = [bytes(blob) for blob in blobs if blob]
+    for union in unions:
+        blobs = [bytes(blob) for blob in union if blob]
         target = redis_keys.scratch(uuid.uuid4().hex)
         parts = [redis_keys.scratch_part(target, n) for n in range(1, len(blobs))]
         _MERGE.queue(pipe, keys=[target, *parts], args=blobs)
@@ -104,7 +108,7 @@ def _read_blobs(
 
 def union_counts(
     client: RedisClient,
-    unions: list[tuple[Iterable[bytes | None], Iterable[UvDay]]],
+    unions: Sequence[tuple[Iterable[Blob | None], Iterable[UvDay]]],
     *,
     partitions: list[int] | None = None,
 ) -> list[int]:
@@ -112,7 +116,9 @@ def union_counts(
 
     ``partitions``: ``known_partitions``, when the caller has already read them for this request.
     """
-    listed = [(list(blobs), list(names)) for blobs, names in unions]
+    listed: list[tuple[list[Blob | None], list[UvDay]]] = [
+        (list(blobs), list(names)) for blobs, names in unions
+    ]
     live = _read_blobs(client, list({name for _, names in listed for name in names}), partitions)
     return [
         count

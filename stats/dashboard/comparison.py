@@ -1,26 +1,11 @@
-"""A period against the one just before it: the same number of days, ending the day before it starts."""
+"""A period against the one just before it (``stats.read.dashboard.previous_period``), as the pages show it."""
 
-import datetime as dt
 from dataclasses import dataclass
 
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
-
-def previous_period(start: dt.date, end: dt.date) -> tuple[dt.date, dt.date]:
-    """Return the period of as many days as ``start..end`` that ends the day before ``start``."""
-    days = (end - start).days + 1
-    return start - dt.timedelta(days=days), start - dt.timedelta(days=1)
-
-
-@dataclass(frozen=True)
-class Totals:
-    """A period's PV and UV (None: not known, e.g. a union too large to merge) and the whole site's."""
-
-    pv: int
-    uv: int | None
-    site_pv: int | None = None
-    site_uv: int | None = None
+from stats.read.dashboard import Totals
 
 
 def _share(part: int | None, whole: int | None) -> float | None:

@@ -6,7 +6,7 @@ import logging
 import random
 import secrets
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,8 +235,8 @@ def simulate_events(
     Timestamps are drawn at random over the span; with ``rate`` they rise instead at ``rate`` events per
     second of event time, the last one at ``until`` (live traffic, whatever ``day`` says).
 
-    Partners are drawn Zipf-like (the first partners get most traffic); users from a pool of ``users``. A
-    ``seed`` makes the values (event ids included) the same on every run; without one, no two runs share an id.
+    Page views as ``_ViewMaker`` draws them. A ``seed`` makes the values (event ids included) the same on every
+    run; without one, no two runs share an id.
 
     With ``orders_share``, that share of the events are orders instead (``OrderMaker``: each order is a few
     messages, its buyer's page views included), in the currencies of the ``rates`` CSV, their truth in
@@ -246,45 +246,94 @@ def simulate_events(
     # so a second run reusing the ids would be counted live, then dropped by reconcile as duplicates.
     run = f"{seed}" if seed is not None else f"r{secrets.token_hex(6)}"
     rng = random.Random(seed if seed is not None else run)
-    lineages = [lin for lin in partner_lineages().values() if lin.is_active]
-    lineages.sort(key=lambda lin: lin.code)
-    if partners:
-        lineages = lineages[:partners]
-    weights = [1 / (rank + 1) for rank in range(len(lineages))]
+    lineages = _active_lineages(partners)
+    views = _ViewMaker(f"sim-{run}-{day:%Y%m%d}", rng, lineages, users, bot_share, unattributed_share)
     start, end = day_bounds(day)
-    if until is not None:
-        end = min(end, until)
-    span = max(1, int((end - start).total_seconds()) - 1)
+    end = min(end, until) if until is not None else end
     truth = GroundTruth()
     values: list[bytes] = []
     maker = None
     if orders_share:
-        span_of_orders = None if rate else (start, end)
-        maker = OrderMaker(prefix=f"sim-{run}-{day:%Y%m%d}", rng=rng, lineages=lineages, weights=weights)
-        maker.start(truth=truth, span=span_of_orders, rates=rates)
+        maker = OrderMaker(prefix=views.prefix, rng=rng, lineages=lineages, weights=views.weights)
+        maker.start(truth=truth, span=None if rate else (start, end), rates=rates)
+    for n, ts in enumerate(
+        _moments(events=events, start=start, end=end, rate=rate, rng=rng, progress=progress)
+    ):
+        if rng.random() < bad_share:
+            values.append(_bad_event(rng, ts))
+            truth.bad += 1
+        elif maker is not None and rng.random() < orders_share:
+            values += maker.make(n, ts)
+        else:
+            values.append(views.make(n, ts, truth))
+    if maker is not None:
+        values += maker.tail
+    assert rate or local_day(start) == day
+    return values, truth
+
+
+def _active_lineages(partners: int | None) -> list[Lineage]:
+    """The active partners by code, the first ``partners`` of them if given."""
+    lineages = sorted((lin for lin in partner_lineages().values() if lin.is_active), key=lambda lin: lin.code)
+    return lineages[:partners] if partners else lineages
+
+
+def _moments(
+    *,
+    events: int,
+    start: dt.datetime,
+    end: dt.datetime,
+    rate: float | None,
+    rng: random.Random,
+    progress: Callable[[int], None] | None,
+) -> Iterator[dt.datetime]:
+    """Yield the events' timestamps: at random over ``start..end``, or rising at ``rate`` a second to ``end``.
+
+    One at a time, as the events are made: each event's other draws follow its timestamp's, so that a seed
+    gives the same run. ``progress`` hears every 100,000 events.
+    """
+    span = max(1, int((end - start).total_seconds()) - 1)
     for n in range(events):
         if progress and n and n % 100_000 == 0:
             progress(n)
         if rate:
-            ts = end - dt.timedelta(seconds=(events - n) / rate)
+            yield end - dt.timedelta(seconds=(events - n) / rate)
         else:
-            ts = start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
-        if rng.random() < bad_share:
-            bad = rng.choice(BAD_EVENTS)
-            values.append(bad % int(ts.timestamp() * 1000) if b"%d" in bad else bad)
-            truth.bad += 1
-            continue
-        if maker is not None and rng.random() < orders_share:
-            values += maker.make(n, ts)
-            continue
+            yield start + dt.timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000))
+
+
+def _bad_event(rng: random.Random, ts: dt.datetime) -> bytes:
+    """One of the malformed messages, with ``ts`` in it where it has a place for one."""
+    bad = rng.choice(BAD_EVENTS)
+    return bad % int(ts.timestamp() * 1000) if b"%d" in bad else bad
+
+
+@dataclass
+class _ViewMaker:
+    """Draws page views: partners Zipf-like (the first get most traffic), users from a pool of ``users``."""
+
+    prefix: str  # of the event ids: the run and the day
+    rng: random.Random
+    lineages: list[Lineage]
+    users: int
+    bot_share: float
+    unattributed_share: float
+    weights: list[float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.weights = [1 / (rank + 1) for rank in range(len(self.lineages))]
+
+    def make(self, n: int, ts: dt.datetime, truth: GroundTruth) -> bytes:
+        """Return the ``n``-th event of the run, a page view at ``ts``, added to ``truth``."""
+        rng = self.rng
         lineage = None
-        if lineages and rng.random() >= unattributed_share:
-            lineage = rng.choices(lineages, weights)[0]
-        openid = f"o-{rng.randrange(users)}"
-        bot = rng.random() < bot_share
+        if self.lineages and rng.random() >= self.unattributed_share:
+            lineage = rng.choices(self.lineages, self.weights)[0]
+        openid = f"o-{rng.randrange(self.users)}"
+        bot = rng.random() < self.bot_share
         truth.add_view(lineage, openid, bot=bot)
         event = {
-            "event_id": f"sim-{run}-{day:%Y%m%d}-{n}",
+            "event_id": f"{self.prefix}-{n}",
             "type": "pv",
             "ts": int(ts.timestamp() * 1000) if n % 2 else ts.isoformat(timespec="milliseconds"),
             "openid": openid,
@@ -294,8 +343,4 @@ def simulate_events(
         }
         if lineage:
             event["partner"] = lineage.code
-        values.append(json.dumps(event, separators=(",", ":")).encode())
-    if maker is not None:
-        values += maker.tail
-    assert rate or local_day(start) == day
-    return values, truth
+        return json.dumps(event, separators=(",", ":")).encode()

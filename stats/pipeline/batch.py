@@ -144,6 +144,16 @@ def _reloaded(
     return lineages, EventReader(lineages=lineages, now=now)
 
 
+def _with_partitions(parsed: ParsedBatch) -> ParsedBatch:
+    """Note on each page view the Kafka partition it was read from: a feature that keeps state per buyer
+    (conversions' attribution) gives each partition's consumer fields of its own, so that it alone writes them."""
+    for partition, counted in parsed.events.items():
+        for _, event in counted:
+            if type(event) is PageView:
+                event.partition = partition.number
+    return parsed
+
+
 def parse_batch(
     messages: Sequence[Message],
     *,
@@ -196,8 +206,6 @@ def parse_batch(
                 )
                 parsed.reject(message, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
                 continue
-            if type(event) is PageView:
-                event.partition = number  # one writer per partition of a buyer's remembered views
             # Without its value: the event's payload is the same bytes decoded, and a batch in flight holds
             # thousands of them (``_set_aside`` encodes the payload again for a dead letter).
             counted.append(
@@ -205,4 +213,4 @@ def parse_batch(
                     (new_message((message.source, message.partition, message.offset, None)), event)
                 )
             )
-    return parsed
+    return _with_partitions(parsed)

@@ -52,7 +52,10 @@ class PageView:
     openid: str
     is_bot: bool
     payload: str = field(repr=False)  # the message value as received (valid UTF-8 JSON)
-    url: str = ""  # "" when absent: read here so that no counter parses the payload again
+    # Kept as sent ("" when absent) for the features that judge traffic (quality): each checks its own rules.
+    ua: str = field(default="", repr=False)
+    ip: str = field(default="", repr=False)
+    url: str = ""  # "" when absent: read here so that no feature parses the payload again (attribution)
     partition: int = -1  # the Kafka partition it was read from (set by ``parse_batch``)
 
     type = "pv"
@@ -276,7 +279,18 @@ class EventReader:
             return None
         user_agent = shape.ua
         is_bot = False if not user_agent else self.is_bot(user_agent)
-        return PageView(event_id, ts, seconds, lineage, openid, is_bot, text, shape.url or "")
+        return PageView(
+            event_id,
+            ts,
+            seconds,
+            lineage,
+            openid,
+            is_bot,
+            text,
+            user_agent or "",
+            shape.ip or "",
+            shape.url or "",
+        )
 
     def _checked_ts(self, ts: object) -> dt.datetime:
         """``ts`` as an aware UTC datetime inside the accepted span, or ``Rejected`` with the rule's reason."""
@@ -319,8 +333,9 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
     url = payload.get("url")
     if type(url) is not str:
         url = _optional_text(payload, "url")
-    if type(payload.get("ip")) is not str:
-        _optional_text(payload, "ip")
+    ip = payload.get("ip")
+    if type(ip) is not str:
+        ip = _optional_text(payload, "ip")
     user_agent = payload.get("ua")
     if type(user_agent) is not str:
         user_agent = _optional_text(payload, "ua")
@@ -333,5 +348,7 @@ def parse_page_view(payload: dict, envelope: Envelope) -> PageView:
         openid=openid,
         is_bot=bool(user_agent) and is_bot(user_agent),
         payload=envelope.text,
+        ua=user_agent,
+        ip=ip,
         url=url,
     )

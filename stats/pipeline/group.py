@@ -21,7 +21,7 @@ from stats.pipeline.batch import Message, Partition, new_message
 from stats.pipeline.ingest import BatchResult
 from stats.pipeline.lag import record_end_offsets
 from stats.pipeline.offsets import stored_offsets
-from stats.pipeline.record_decoding import decode_records_compiled
+from stats.pipeline.record_decoding import decode_records_compiled, forget_held_transactions
 
 # The consumer's lines keep one logger name, whichever of its modules writes them: operators and the
 # reliability tests follow a consumer's log by it.
@@ -70,10 +70,12 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
                 partitions,
                 self.revoke_wait_seconds,
             )
+        forget_held_transactions(self.consumer)
         logger.info("partitions revoked: %s", partitions)
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         stored = stored_offsets(group=self.group, source=self.topic)
+        forget_held_transactions(self.consumer)
         for tp in assigned:
             if tp.partition in stored:
                 self.consumer.seek(tp, stored[tp.partition])
@@ -168,6 +170,7 @@ def read_on_from_stored(consumer: KafkaConsumer, stale: dict[Partition, int]) ->
     for (topic, partition), stored in stale.items():
         tp = TopicPartition(topic, partition)
         if tp in assigned:
+            forget_held_transactions(consumer, [tp])
             consumer.seek(tp, stored)
 
 

@@ -19,23 +19,30 @@ The walk also does what neither library does for us:
 - **read_committed.** Records of an aborted transaction are skipped, whether the broker lists the aborted
   transactions in its fetch response (Kafka) or not (tansu lists none): the fetched bytes are also read ahead
   for each producer's next transaction marker. A transactional batch whose marker is not in this fetch is not
-  handed out yet; the next fetch starts at it. Control batches and skipped batches are handed on as gaps
-  without an error, so the offset stored with the counters moves past them.
+  handed out yet; the next fetch starts at it. When the fetch starts at such a batch (a transaction longer than
+  one fetch), its bytes are held, the position moves on, and the next fetch of the partition is read after
+  them, until a marker decides the transaction (nothing past it is handed out meanwhile, as Kafka serves
+  nothing past the last stable offset). Control batches and skipped batches are handed on as gaps without an
+  error, so the offset stored with the counters moves past them.
 
 The swap relies on two kafka-python internals: ``Fetcher.PartitionRecords`` (looked up on the fetcher for
 every fetched partition) and the raw bytes of its ``MemoryRecords``. Both are pinned with kafka-python in
 requirements.txt; when either is missing the consumer keeps kafka-python's own decoding and says so in the log.
 """
 
+import enum
 import io
 import logging
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import Fetcher
 from kafka.protocol.consumer import IsolationLevel
+from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 
 from stats.pipeline.batch_gaps import BatchGap, GapRecord
@@ -53,6 +60,10 @@ except ImportError:  # no wheel for this platform: kafka-python's batches are wa
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 # How much of an unreadable batch's bytes its dead letter keeps.
 MAX_RAW_KEPT = 1024 * 1024
+# How much of an undecided transaction is held waiting for its marker. A producer's transaction lasts at most
+# its timeout (a minute by default); one longer than this is counted as committed, with a warning, rather
+# than held in memory without bound.
+MAX_HELD_BYTES = 64 * 1024 * 1024
 _HEADER_SIZE = DefaultRecordBatch.HEADER_STRUCT.size
 _TRANSACTIONAL, _CONTROL = DefaultRecordBatch.TRANSACTIONAL_MASK, DefaultRecordBatch.CONTROL_MASK
 _CHUNK = 1024 * 1024
@@ -124,6 +135,34 @@ def _snappy_size(data: bytes) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class HeldTransaction:
+    """The fetched bytes of a partition from a transaction whose marker no fetch has brought yet."""
+
+    start: int  # the offset of its first batch
+    end: int  # where the next fetch starts, after the bytes held
+    raw: bytes
+
+
+def _complete_batches(raw: bytes) -> tuple[int, int | None]:
+    """The length of ``raw``'s whole batches (a fetch may end in part of one) and the offset after them."""
+    header = DefaultRecordBatch.HEADER_STRUCT
+    pos, next_offset = 0, None
+    while pos + header.size <= len(raw):
+        base_offset, length, _epoch, magic, _crc, _attributes, last_delta, *_ = header.unpack_from(raw, pos)
+        size = DefaultRecordBatch.AFTER_LEN_OFFSET + length
+        if pos + size > len(raw) or magic != 2:  # the next fetch reads it (whole, or in its own format)
+            break
+        pos, next_offset = pos + size, base_offset + last_delta + 1
+    return pos, next_offset
+
+
+class _Step(enum.Enum):
+    COUNT = "count"
+    PASS = "pass"
+    STOP = "stop"
+
+
 class CompiledPartitionRecords(Fetcher.PartitionRecords):
     """kafka-python's records of one fetched partition, decoded by aiokafka, with gaps for what holds no event.
 
@@ -133,17 +172,40 @@ class CompiledPartitionRecords(Fetcher.PartitionRecords):
     consumer uses none.
     """
 
+    fetch_offset: int
+    next_fetch_offset: int
     max_decompressed_bytes = MAX_DECOMPRESSED_BYTES
+    max_held_bytes = MAX_HELD_BYTES
     compiled = CompiledMemoryRecords is not None
+    # Per partition, the transaction waiting for its marker: one dict per consumer (``decode_records_compiled``
+    # gives each its own subclass), emptied by ``forget_held_transactions`` when the positions are set anew.
+    held: dict[TopicPartition, HeldTransaction] = {}
 
-    def _unpack_records(self, tp, records, key_deserializer, value_deserializer) -> Iterator:
+    def _unpack_records(
+        self,
+        tp: TopicPartition,
+        records: MemoryRecords,
+        key_deserializer: Callable | None,
+        value_deserializer: Callable | None,
+    ) -> Iterator[Any]:
         raw = getattr(records, "_buffer", None)
         if raw is None or key_deserializer is not None or value_deserializer is not None:
             yield from super()._unpack_records(tp, records, key_deserializer, value_deserializer)
             return
         raw = bytes(raw)
         committed = self.isolation_level == IsolationLevel.READ_COMMITTED
-        fates = _transaction_fates(raw) if committed else {}
+        if committed and (held := self.held.pop(tp, None)) is not None and held.end == self.fetch_offset:
+            # This fetch continues the bytes held: read them as one. Records before the fetch offset are no
+            # longer skipped, as they were never handed out.
+            raw, self.fetch_offset = held.raw + raw, held.start
+            records = MemoryRecords(raw)
+        yield from self._walk(tp, raw, records, _transaction_fates(raw) if committed else None)
+        self.drain()
+
+    def _walk(
+        self, tp: TopicPartition, raw: bytes, records: MemoryRecords, fates: dict[int, str] | None
+    ) -> Iterator[Any]:
+        """The fetch's records and gaps, batch by batch; ``fates`` of its transactions when reading committed."""
         compiled = CompiledMemoryRecords(raw) if self.compiled else None
         last_batch = None
         # kafka-python's batches (headers only: they parse lazily) walk the same slices in step with
@@ -155,71 +217,91 @@ class CompiledPartitionRecords(Fetcher.PartitionRecords):
             last_batch = header
             if header.magic == 2:
                 self.leader_epoch = header.leader_epoch
-                if committed and header.has_producer_id():
-                    self._consume_aborted_transactions_up_to(header.last_offset)
-                    if header.is_control_batch:
-                        if self._contains_abort_marker(header):
-                            self.aborted_producer_ids.discard(header.producer_id)
-                    elif header.is_transactional:
-                        fate = fates.get(header.base_offset)
-                        if fate is None and header.base_offset > self.fetch_offset:
-                            # Its marker lies beyond this fetch: the next fetch starts here and reads it.
-                            self.next_fetch_offset = header.base_offset
-                            self.drain()
-                            return
-                        if fate is None and not self.aborted_transactions:
-                            # A transaction longer than one fetch, on a broker that lists no aborted
-                            # transactions: its fate cannot be read ahead, and the broker's word is all there is.
-                            logger.warning(
-                                "%s: the transaction at offset %d is longer than one fetch; counted as committed",
-                                tp,
-                                header.base_offset,
-                            )
-                        if fate == "abort" or self._is_batch_aborted(header):
-                            self.next_fetch_offset = header.next_offset
-                            yield GapRecord(BatchGap(header.base_offset, header.next_offset, 0))
-                            continue
-                if header.is_control_batch:
-                    # A transaction marker: nothing for the application, but its offset is passed.
+                step = self._step_for(tp, header, raw, fates)
+                if step is _Step.STOP:
+                    return
+                if (
+                    step is _Step.PASS
+                ):  # a marker or an aborted batch: its offsets are passed, nothing counted
                     self.next_fetch_offset = header.next_offset
                     yield GapRecord(BatchGap(header.base_offset, header.next_offset, 0))
                     continue
-            try:
-                decoded = self._decode(tp, header, batch)
-            except Exception as exc:  # noqa: BLE001 - whatever the codec raises, the batch is unreadable
-                logger.error(
-                    "%s: record batch at offset %d (%d records) cannot be decoded: %s: %s",
-                    tp,
-                    header.base_offset,
-                    header.records_count,
-                    type(exc).__name__,
-                    exc,
-                )
-                self.next_fetch_offset = header.next_offset
-                yield GapRecord(
-                    BatchGap(
-                        header.base_offset,
-                        header.next_offset,
-                        header.records_count,
-                        error=f"{type(exc).__name__}: {exc}",
-                        raw=bytes(header._buffer[:MAX_RAW_KEPT]),
-                    )
-                )
-                continue
-            for record in decoded:
-                # Per record, not per batch: ``take`` may stop between two records of a batch, and the
-                # position kafka-python moves to is the one after the last record handed out.
-                self.next_fetch_offset = record.offset + 1
-                yield record
-            self.records_read += len(decoded)
-            self.bytes_read += header.size_in_bytes
+            yield from self._records_of(tp, header, batch)
         # Compaction may have removed a v2 batch's last records; its last offset still says where the next
         # fetch starts, so the same batch is not fetched again.
         if last_batch is not None and last_batch.magic == 2:
             self.next_fetch_offset = last_batch.next_offset
-        self.drain()
 
-    def _decode(self, tp, header, batch) -> list:
+    def _step_for(
+        self, tp: TopicPartition, header: DefaultRecordBatch, raw: bytes, fates: dict[int, str] | None
+    ) -> "_Step":
+        """Whether a v2 batch is counted, passed, or ends this fetch (which then says where the next starts)."""
+        if fates is not None and header.has_producer_id():
+            self._consume_aborted_transactions_up_to(header.last_offset)
+            if header.is_control_batch:
+                if self._contains_abort_marker(header):
+                    self.aborted_producer_ids.discard(header.producer_id)
+            elif header.is_transactional:
+                fate, aborted = fates.get(header.base_offset), self._is_batch_aborted(header)
+                if fate is None and header.base_offset > self.fetch_offset:
+                    # Its marker lies beyond this fetch: the next fetch starts here and reads it.
+                    self.next_fetch_offset = header.base_offset
+                    return _Step.STOP
+                if fate is None and not aborted and self._hold(tp, raw):
+                    return _Step.STOP
+                if fate == "abort" or aborted:
+                    return _Step.PASS
+        return _Step.PASS if header.is_control_batch else _Step.COUNT
+
+    def _records_of(self, tp: TopicPartition, header: DefaultRecordBatch, batch: Any) -> Iterator[Any]:
+        """The batch's records, or one gap carrying the error if it cannot be decoded."""
+        try:
+            decoded = self._decode(header, batch)
+        except Exception as exc:  # noqa: BLE001 - whatever the codec raises, the batch is unreadable
+            logger.error(
+                "%s: record batch at offset %d (%d records) cannot be decoded: %s: %s",
+                tp,
+                header.base_offset,
+                header.records_count,
+                type(exc).__name__,
+                exc,
+            )
+            self.next_fetch_offset = header.next_offset
+            yield GapRecord(
+                BatchGap(
+                    header.base_offset,
+                    header.next_offset,
+                    header.records_count,
+                    error=f"{type(exc).__name__}: {exc}",
+                    raw=bytes(header._buffer[:MAX_RAW_KEPT]),
+                )
+            )
+            return
+        for record in decoded:
+            # Per record, not per batch: ``take`` may stop between two records of a batch, and the
+            # position kafka-python moves to is the one after the last record handed out.
+            self.next_fetch_offset = record.offset + 1
+            yield record
+        self.records_read += len(decoded)
+        self.bytes_read += header.size_in_bytes
+
+    def _hold(self, tp: TopicPartition, raw: bytes) -> bool:
+        """Hold ``raw``, which starts with a transaction whose marker it lacks, and move the position past it;
+        False for a transaction longer than ``max_held_bytes``, which is then counted as committed."""
+        length, end = _complete_batches(raw)
+        if end is None or length > self.max_held_bytes:
+            logger.warning(
+                "%s: the transaction at offset %d is longer than %d bytes; counted as committed",
+                tp,
+                self.fetch_offset,
+                self.max_held_bytes,
+            )
+            return False
+        self.held[tp] = HeldTransaction(self.fetch_offset, end, raw[:length])
+        self.next_fetch_offset = end
+        return True
+
+    def _decode(self, header: DefaultRecordBatch, batch: Any) -> list:
         """The batch's records, all of them or an exception: a batch is never handed out in part."""
         if self.check_crcs and not batch.validate_crc():
             raise ValueError("the batch's CRC does not match its bytes")
@@ -266,13 +348,25 @@ def decode_records_compiled(consumer: KafkaConsumer) -> bool:
     Without it the walk (gaps, bounds, transactions) still runs, over kafka-python's slower batches.
     """
     fetcher = getattr(consumer, "_fetcher", None)
-    if not hasattr(fetcher, "PartitionRecords"):
+    if fetcher is None or not hasattr(fetcher, "PartitionRecords"):
         logger.warning("kafka-python's fetcher has no PartitionRecords; records are decoded by kafka-python")
         return False
-    fetcher.PartitionRecords = CompiledPartitionRecords
+    fetcher.PartitionRecords = type("PartitionRecords", (CompiledPartitionRecords,), {"held": {}})
     if CompiledMemoryRecords is None:
         logger.warning(
             "aiokafka's compiled record decoder is unavailable; records are decoded by kafka-python"
         )
         return False
     return True
+
+
+def forget_held_transactions(
+    consumer: KafkaConsumer, partitions: Iterable[TopicPartition] | None = None
+) -> None:
+    """Drop the bytes held for undecided transactions of ``partitions`` (all by default), whose positions are
+    being set anew (a rebalance, a seek): held bytes are only read on by the fetch that continues them."""
+    held = getattr(getattr(consumer, "_fetcher", None), "PartitionRecords", CompiledPartitionRecords).held
+    if held is CompiledPartitionRecords.held:
+        return  # this consumer decodes with kafka-python alone: it holds nothing
+    for tp in list(held) if partitions is None else partitions:
+        held.pop(tp, None)

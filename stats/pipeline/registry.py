@@ -17,13 +17,21 @@ from stats import keys
 
 
 class Event(Protocol):
-    """What the pipeline and the archive need of every event; each type adds its own fields."""
+    """What the pipeline and the archive read of every event; each type adds its own fields.
 
-    type: str
-    event_id: str
-    ts: dt.datetime
-    seconds: int  # ts in whole epoch seconds
-    payload: str  # the message value as received (valid UTF-8 JSON)
+    Read-only: an event type may be a frozen dataclass, and its ``type`` a class attribute.
+    """
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def ts(self) -> dt.datetime: ...
+    @property
+    def seconds(self) -> int: ...  # ts in whole epoch seconds
+    @property
+    def payload(self) -> str: ...  # the message value as received (valid UTF-8 JSON)
 
 
 # Made once per event: not frozen, whose field-by-field object.__setattr__ costs more than the rest of it.
@@ -49,6 +57,8 @@ CounterQueue = Callable[..., None]
 
 class CommandRecorder(Protocol):
     """A redis-py pipeline, or one that only records its commands (scripts too: ``LuaScript.queue``)."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
 
     def __getattr__(self, name: str) -> Any: ...
 

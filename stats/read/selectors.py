@@ -9,7 +9,7 @@ import datetime as dt
 import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 from django.conf import settings
@@ -32,7 +32,7 @@ from stats import keys
 from stats.conf import stats_setting
 from stats.counters import pageviews
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
-from stats.counters.uniques import SELF, TREE, UvDay, union_counts
+from stats.counters.uniques import SELF, TREE, Blob, UvDay, union_counts
 from stats.jobs import final_days
 from stats.models import BucketStat, DailyStat
 from stats.pipeline.partitions import counter_versions, known_partitions
@@ -82,7 +82,8 @@ def _day_buckets(day: dt.date, bucket_seconds: int, time_zone: str) -> tuple[tup
 def _live_starts(days: list[dt.date], now: dt.datetime) -> tuple[list[dt.datetime], list[str]]:
     """Starts and stamps of the buckets of ``days`` that may have a key: none past now + MAX_FUTURE_SECONDS."""
     newest = now + dt.timedelta(seconds=stats_setting("MAX_FUTURE_SECONDS") + stats_setting("BUCKET_SECONDS"))
-    starts, stamps = [], []
+    starts: list[dt.datetime] = []
+    stamps: list[str] = []
     for day in days:
         day_starts, day_stamps = _day_buckets(day, stats_setting("BUCKET_SECONDS"), settings.TIME_ZONE)
         kept = bisect.bisect_right(day_starts, newest)
@@ -152,14 +153,14 @@ def _fill_final_months(
     """Each month's days for the final-days cache, read from SQL (None: a day that is not final)."""
     last = (months[-1] + dt.timedelta(days=32)).replace(day=1) - dt.timedelta(days=1)
     rows, has_row = {}, set()
-    for day, reconciled_at, *numbers in (
+    for day, reconciled_at, pv, uv, pv_self, uv_self in (
         DailyStat.objects.filter(partner=partner, date__gte=months[0], date__lte=last)
         .order_by()
         .values_list("date", "reconciled_at", "pv", "uv", "pv_self", "uv_self")
     ):
         has_row.add(day)
         if reconciled_at is not None:
-            rows[day] = final_days.FinalDay(*numbers, reconciled=True)
+            rows[day] = final_days.FinalDay(pv, uv, pv_self, uv_self, reconciled=True)
     today = local_day(now)
     entries = {}
     for month in months:
@@ -273,7 +274,10 @@ def _stored_rows(
     )
     return {
         _as_date(row[0]): _StoredDay(
-            tuple(map(int, row[1:5])), bool(row[5]), _as_bytes(row[6]), _as_bytes(row[7])
+            (int(row[1]), int(row[2]), int(row[3]), int(row[4])),
+            bool(row[5]),
+            _as_bytes(row[6]),
+            _as_bytes(row[7]),
         )
         for row in rows
     }
@@ -389,7 +393,8 @@ def _rendered_month(month: dt.date, entry: bytes) -> _RenderedMonth:
     Memoised on the entry's bytes, which are all the rendering depends on: the cache never rewrites an entry
     in place (a reconcile starts a new generation, read with the entry), so a stale rendering cannot be found.
     """
-    jsons, pv_before, zeros_before, day = [], [0], [0], month
+    jsons: list[bytes | None] = []
+    pv_before, zeros_before, day = [0], [0], month
     for cached in final_days.decode(entry):
         without_traffic = cached is not None and not cached.reconciled  # a reconciled day may be all zeros
         if cached is None:
@@ -445,7 +450,7 @@ def partner_days_json(
         first, after = (day - month).days, (last - month).days + 1
         run = _final_run(rendered, month, first, after, now)
         if run:
-            parts.append(b",".join(rendered.jsons[first : first + run]))
+            parts.append(b",".join(cast(tuple[bytes, ...], rendered.jsons[first : first + run])))  # all final
             total += rendered.pv_before[first + run] - rendered.pv_before[first]
             day += dt.timedelta(days=run)
         if day <= last:  # an open day: it and the rest are read
@@ -488,7 +493,7 @@ def site_days(*, start: dt.date, end: dt.date, now: dt.datetime | None = None) -
     }
     live_site = [day for day in all_days if _may_have_redis_keys(day, now)]
     site_buckets = _bucket_series(partner=None, days=live_site, now=now)
-    blobs: defaultdict[dt.date, list[bytes | None]] = defaultdict(list)
+    blobs: defaultdict[dt.date, list[Blob | None]] = defaultdict(list)
     roots_rows = DailyStat.objects.filter(partner__parent__isnull=True, partner__isnull=False)
     for day, blob in roots_rows.filter(date__gte=start, date__lte=end).values_list("date", "hll"):
         blobs[day].append(blob)

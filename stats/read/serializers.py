@@ -6,6 +6,7 @@ Defaults that depend on the clock (today, now) are the endpoint's, applied to wh
 """
 
 import datetime as dt
+from typing import Any
 
 from rest_framework import serializers
 
@@ -51,7 +52,7 @@ class RankingsQuery(serializers.Serializer):
         min_value=1, max_value=1000, required=False, default=10, help_text="How many partners. Default 10."
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["window"].choices = list(windows())  # a setting: read when the request comes
 
@@ -72,6 +73,6 @@ class SeriesQuery(serializers.Serializer):
         required=False, help_text="A date (its last instant) or an ISO-8601 datetime. Default: now."
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["precision"].choices = sorted(precisions())

@@ -295,7 +295,7 @@ def test_the_explanation_shows_the_sum_behind_every_ledger_entry(orders):
 def test_the_explanation_converts_each_event_at_the_orders_rate(orders):
     html = explanation(boss_client(), "SO-2")
     assert "The order named its partner itself (a link or a coupon): B." in html
-    assert "1 USD = 7.123400000000 CNY, the rate valid from 2026-11-01" in html
+    assert "1 USD = 7.1234 CNY, the rate valid from 2026-11-01" in html
     assert "19.99 USD × 7.1234 = 142.396766 → 142.40 CNY" in html
     assert "14,240 × 500 bp ÷ 10,000 = 712 → 712" in html
 
@@ -313,6 +313,12 @@ def test_the_explanation_of_a_cancellation_and_of_an_order_without_a_partner(ord
     assert "No partner: the order named none" in html
     assert "1,500 JPY × 0.0482 = 72.3 → 72.30 CNY" in html
     assert '<td id="ledger-total">0</td>' in html
+
+
+def test_a_missing_orders_page_goes_back_to_the_admin_index_saying_so(orders):
+    response = boss_client().get("/admin/conversions/order/999999/change/", follow=True)
+    assert response.redirect_chain == [("/admin/", 302)]
+    assert "Order with ID “999999” doesn’t exist. Perhaps it was deleted?" in response.content.decode()
 
 
 def test_the_explanation_flags_an_entry_that_differs_from_its_sum(orders):

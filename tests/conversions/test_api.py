@@ -210,6 +210,18 @@ def test_orders_filtered_by_partner_subtree_status_and_days(scenario):
     assert bad.status_code == 400 and "status" in bad.json()
 
 
+def test_an_order_paid_nothing_is_paid_not_refunded(scenario):
+    """A free order (a 0 paid: the event format allows it) has nothing refunded: it is "paid", as the admin says."""
+    make_order("SO-0", partner=scenario["A1"], openid="o-7", paid_at=at("2026-11-20 10:00"), amount=0)
+    client = staff()
+    listed = client.get("/api/v1/orders/?start=2026-11-20&end=2026-11-20").json()["results"]
+    assert [(r["order_id"], r["status"], r["refunded"]) for r in listed] == [("SO-0", "paid", 0)]
+    paid = client.get("/api/v1/orders/?start=2026-11-19&end=2026-11-22&status=paid").json()["results"]
+    assert [r["order_id"] for r in paid] == ["SO-3", "SO-6", "SO-4", "SO-1", "SO-0"]
+    refunded = client.get("/api/v1/orders/?start=2026-11-19&end=2026-11-22&status=refunded").json()
+    assert refunded["results"] == []
+
+
 def test_a_portal_sees_its_subtree_only_and_never_an_openid(scenario):
     client = portal_client("A1")
     own = client.get(URL)

@@ -89,6 +89,7 @@ def assert_counted_exactly(truth: GroundTruth, *, day: dt.date, produced: int, d
     uv = {code: rows[code].uv for code in truth.pv}
     expected_uv = {code: hll_estimate_of(truth.users[code]) for code in truth.pv}
     assert uv == expected_uv, f"UV per partner: counted {uv}, Redis estimates the true users as {expected_uv}"
+    assert_quality_counted_exactly(truth, day=day)
     good = produced - truth.bad
     archived = archived_event_count()
     dead = DeadLetter.objects.count()
@@ -103,6 +104,22 @@ def assert_counted_exactly(truth: GroundTruth, *, day: dt.date, produced: int, d
         archived,
         dead,
     )
+
+
+def assert_quality_counted_exactly(truth: GroundTruth, *, day: dt.date) -> None:
+    """Traffic quality counts each partner's own views (bots included) once, like the PV buckets (its flush
+    is idempotent, so it runs whether or not the caller flushed)."""
+    from quality.flush import flush_quality
+    from quality.models import QualityDay
+
+    flush_quality()
+    views = dict(QualityDay.objects.filter(date=day).values_list("partner__code", "pv"))
+    expected = {
+        code: truth.pv_self[code] + truth.bot_pv[code]
+        for code in set(truth.pv_self) | set(truth.bot_pv)
+        if code != NO_PARTNER and truth.pv_self[code] + truth.bot_pv[code]
+    }
+    assert views == expected, f"quality views per partner: counted {views}, expected {expected}"
 
 
 def dead_letters_by_reason() -> dict[str, int]:

@@ -1,7 +1,7 @@
 import datetime as dt
 import re
 
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 from django.utils import timezone
 
 from conversions.statements import MonthNotOver, close_month
@@ -14,11 +14,11 @@ class Command(BaseCommand):
         "Closing a closed month changes nothing."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("month", help="YYYY-MM")
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, month: str, **options) -> None:
+    def handle(self, *args: object, month: str, **options: object) -> None:
         if not re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", month):
             raise CommandError(f"month must be YYYY-MM, not {month!r}")
         first = dt.date(int(month[:4]), int(month[5:]), 1)

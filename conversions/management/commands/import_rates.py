@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 
 from conversions.rates import RateImportError, rates_import_csv
 
@@ -8,11 +8,11 @@ from conversions.rates import RateImportError, rates_import_csv
 class Command(BaseCommand):
     help = "Import exchange rates from a CSV file with the header currency,valid_from,rate (all or nothing)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path)
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, file: Path, **options) -> None:
+    def handle(self, *args: object, file: Path, **options: object) -> None:
         try:
             text = file.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:

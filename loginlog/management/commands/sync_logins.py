@@ -10,6 +10,6 @@ class Command(BaseCommand):
     )
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: object, **options: object) -> None:
         with command_errors():
             self.stdout.write(sync_logins().summary())

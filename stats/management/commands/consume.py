@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 
 from stats.conf import stats_setting
 from stats.jobs.layout import upgrade_layout
@@ -11,7 +11,7 @@ from stats.pipeline.consumer import StopFlag, consume_file, consume_kafka, tune_
 class Command(BaseCommand):
     help = "Consume events (Kafka consumer group, or a JSON-lines file) into the archive and Redis counters."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch-size", type=int, default=stats_setting("CONSUMER_BATCH_SIZE"))
         parser.add_argument(
             "--exit-when-idle",
@@ -24,7 +24,9 @@ class Command(BaseCommand):
         )
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, batch_size: int, exit_when_idle: float | None, source: str, **options) -> None:
+    def handle(
+        self, *args: object, batch_size: int, exit_when_idle: float | None, source: str, **options: object
+    ) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
         if source == "kafka" and not settings.KAFKA_BOOTSTRAP_SERVERS.strip():

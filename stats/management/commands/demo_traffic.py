@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 
 from stats.devtools.demo import LIVE_LOGINS_PER_MINUTE, LIVE_ORDERS_PER_MINUTE, LIVE_RATE, live_traffic
 from stats.pipeline.consumer import StopFlag
@@ -7,7 +7,7 @@ from stats.pipeline.consumer import StopFlag
 class Command(BaseCommand):
     help = "Count a trickle of live page views, logins and orders, one batch a second, until stopped (scripts/demo)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--rate", type=float, default=LIVE_RATE, help="page views per second")
         parser.add_argument("--logins-per-minute", type=float, default=LIVE_LOGINS_PER_MINUTE)
         parser.add_argument(
@@ -22,12 +22,12 @@ class Command(BaseCommand):
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(
         self,
-        *args,
+        *args: object,
         rate: float,
         logins_per_minute: float,
         orders_per_minute: float | None,
         seconds: int | None,
-        **options,
+        **options: object,
     ) -> None:
         if not rate > 0 or logins_per_minute < 0 or (orders_per_minute or 0) < 0:
             raise CommandError(

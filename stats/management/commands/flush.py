@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 from django.core.management.commands import flush as django_flush
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
@@ -17,19 +17,19 @@ class Command(BaseCommand):
     # name. TransactionTestCase still calls that one programmatically, with these options: hand it over.
     stealth_options = DJANGO_FLUSH_OPTIONS
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--include-open", action="store_true", help="also write buckets that are still open"
         )
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, include_open: bool = False, **options) -> None:
+    def handle(self, *args: object, include_open: bool = False, **options: object) -> None:
         if any(name in options for name in DJANGO_FLUSH_OPTIONS):
             defaults = {"database": "default", "interactive": False, "reset_sequences": True}
             defaults |= {"allow_cascade": False, "inhibit_post_migrate": False}
-            return django_flush.Command(stdout=self.stdout, stderr=self.stderr).handle(
-                **{**defaults, **options}
-            )
+            # OutputWrapper is a text stream (its stub type says otherwise).
+            command = django_flush.Command(stdout=self.stdout, stderr=self.stderr)  # type: ignore[arg-type]
+            return command.handle(**{**defaults, **options})
         with command_errors():
             try:
                 result = flush(include_open=include_open)

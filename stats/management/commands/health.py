@@ -14,7 +14,7 @@ class Command(BaseCommand):
     )
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: object, **options: object) -> None:
         problems = health_problems()
         if not problems:
             self.stdout.write(

@@ -2,8 +2,9 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError, no_translations
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 from django.utils import timezone
+from kafka import KafkaProducer
 
 from cpsproject.common.timeutil import local_day
 from stats.devtools.order_truth import SAMPLE_RATES
@@ -14,7 +15,7 @@ from stats.devtools.simulate import GroundTruth, simulate_events
 class Command(BaseCommand):
     help = "Generate synthetic traffic over the partner tree and print its exact ground truth."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--events", type=int, required=True)
         parser.add_argument("--partners", type=int, help="use only the first P partners (by code)")
         parser.add_argument("--users", type=int, default=1000, help="size of the openid pool")
@@ -48,35 +49,30 @@ class Command(BaseCommand):
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
     def handle(
         self,
-        *args,
+        *args: object,
         events: int,
-        partners,
+        partners: int | None,
         users: int,
-        date,
+        date: str | None,
         to: str,
         seed: int | None,
         rate: float | None,
         orders_share: float,
         rates: str,
         truth: str | None,
-        **options,
+        **options: object,
     ) -> None:
-        if events < 1 or users < 1:
-            raise CommandError("--events and --users must be at least 1")
-        if rate is not None and not rate > 0:
-            raise CommandError(f"--rate must be a positive number of events per second, not {rate}")
-        if not 0 <= orders_share <= 1:
-            raise CommandError(f"--orders-share must be from 0 to 1, not {orders_share}")
-        if orders_share and not Path(rates).is_file():
-            raise CommandError(f"--rates {rates}: no such file")
         now = timezone.now()
-        try:
-            day = dt.date.fromisoformat(date) if date else local_day(now)
-        except ValueError as exc:
-            raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
-
-        if to != "kafka" and not to.startswith("file:"):
-            raise CommandError(f"--to must be kafka or file:PATH, not {to!r}")
+        day = _checked(
+            events=events,
+            users=users,
+            rate=rate,
+            orders_share=orders_share,
+            rates=rates,
+            date=date,
+            to=to,
+            now=now,
+        )
         try:
             # Before generating: a million events take a while, and an unreachable broker should fail at once.
             producer = kafka_producer() if to == "kafka" else None
@@ -101,6 +97,16 @@ class Command(BaseCommand):
             )
         except ValueError as exc:  # a rates file that does not convert the simulated orders
             raise CommandError(f"--rates {rates}: {exc}") from exc
+        self.send(values, producer=producer, to=to)
+        self.print_truth(expected, truth_file=truth)
+        orders = len(expected.orders.orders)
+        of_orders = f", {orders} orders" if orders else ""
+        self.stdout.write(
+            f"{len(values)} events ({expected.bad} bad, {sum(expected.bot_pv.values())} bot{of_orders}) to {to}"
+        )
+
+    def send(self, values: list[bytes], *, producer: KafkaProducer | None, to: str) -> None:
+        """Send ``values`` with ``producer``, or without one to the file ``to`` names."""
         if producer is not None:
             send_to_kafka(
                 values,
@@ -109,12 +115,6 @@ class Command(BaseCommand):
             )
         else:
             write_to_file(Path(to.removeprefix("file:")), values)
-        self.print_truth(expected, truth_file=truth)
-        orders = len(expected.orders.orders)
-        of_orders = f", {orders} orders" if orders else ""
-        self.stdout.write(
-            f"{len(values)} events ({expected.bad} bad, {sum(expected.bot_pv.values())} bot{of_orders}) to {to}"
-        )
 
     def print_truth(self, expected: GroundTruth, *, truth_file: str | None) -> None:
         """Print the page views' truth, then the orders' if there are any (also to ``truth_file`` as JSON)."""
@@ -130,3 +130,32 @@ class Command(BaseCommand):
                 "partners": expected.orders.figures(),
             }
             Path(truth_file).write_text(json.dumps(figures, indent=1), encoding="utf-8")
+
+
+def _checked(
+    *,
+    events: int,
+    users: int,
+    rate: float | None,
+    orders_share: float,
+    rates: str,
+    date: str | None,
+    to: str,
+    now: dt.datetime,
+) -> dt.date:
+    """Refuse options that cannot make a run (``CommandError``, the first one wrong); return the day."""
+    if events < 1 or users < 1:
+        raise CommandError("--events and --users must be at least 1")
+    if rate is not None and not rate > 0:
+        raise CommandError(f"--rate must be a positive number of events per second, not {rate}")
+    if not 0 <= orders_share <= 1:
+        raise CommandError(f"--orders-share must be from 0 to 1, not {orders_share}")
+    if orders_share and not Path(rates).is_file():
+        raise CommandError(f"--rates {rates}: no such file")
+    try:
+        day = dt.date.fromisoformat(date) if date else local_day(now)
+    except ValueError as exc:
+        raise CommandError(f"--date must be YYYY-MM-DD, not {date!r}") from exc
+    if to != "kafka" and not to.startswith("file:"):
+        raise CommandError(f"--to must be kafka or file:PATH, not {to!r}")
+    return day

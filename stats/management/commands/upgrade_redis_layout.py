@@ -10,7 +10,7 @@ class Command(BaseCommand):
     )
 
     @no_translations  # English whatever CPS_LANGUAGE_CODE says, like the exception texts and logs beside it
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: object, **options: object) -> None:
         moved = upgrade_layout()
         self.stdout.write(
             f"moved {moved} Redis keys to the current layout" if moved else "Redis layout is current"

@@ -156,9 +156,9 @@ def codecs_seen(monkeypatch) -> list[int]:
     seen: list[int] = []
     decode = CompiledPartitionRecords._decode
 
-    def spy(self, tp, header, batch):
+    def spy(self, header, batch):
         seen.append(header.compression_type)
-        return decode(self, tp, header, batch)
+        return decode(self, header, batch)
 
     monkeypatch.setattr(CompiledPartitionRecords, "_decode", spy)
     return seen

@@ -1,8 +1,8 @@
 """A transaction longer than one fetch (``max_partition_fetch_bytes``), read by the consumer's record decoder.
 
 librdkafka writes 400 transactional records of about 1 KB in batches of 20 (some 20 KB each); a fetch holds
-64 KB, so the transaction spans seven fetches and its marker is in none but the last. The decoder must hand out
-the batch it stands on and go on, never fetch the same bytes again. tansu lists no aborted transactions in its
+64 KB, so the transaction spans seven fetches and its marker is in none but the last. The decoder must never
+fetch the same bytes again, nor hand out a record before the marker says the transaction committed. tansu lists no aborted transactions in its
 fetch responses; Kafka does, and that broker is not available here, so its case is played at the record level:
 the real bytes tansu stored, cut into Kafka's 64 KB fetches, each with the aborted transactions Kafka would list.
 """
@@ -19,6 +19,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 
 from stats.pipeline.batch_gaps import BatchGap
+from stats.pipeline.group import read_on_from_stored
 from stats.pipeline.record_decoding import CompiledPartitionRecords, decode_records_compiled
 from tests.stats.pipeline.test_librdkafka import decoder, librdkafka, produce, read_until_idle  # noqa: F401
 
@@ -60,48 +61,69 @@ def expected_values(*, commit: bool) -> list[bytes]:
     return [b"before-0", b"before-1", b"before-2", *middle, b"after-0", b"after-1"]
 
 
-@pytest.mark.parametrize("commit", [True, False], ids=["committed", "aborted"])
-def test_tansu_a_transaction_longer_than_one_fetch_is_read_once_and_the_partition_goes_on(
-    kafka_bootstrap, kafka_topic, caplog, commit
-):
-    """tansu lists no aborted transaction: the batches whose marker lies past the fetch are counted as committed.
-
-    That is the README's stated limit for an aborted one; what this test holds is that the partition is read to
-    its end, each record once, and the limit is logged, not that the consumer stands still.
-    """
-    produce_long_transaction(kafka_bootstrap, kafka_topic, commit=commit)
-    tp = TopicPartition(kafka_topic, 0)
+def long_transaction_consumer(bootstrap: str, tp: TopicPartition) -> KafkaConsumer:
     consumer = KafkaConsumer(
-        bootstrap_servers=kafka_bootstrap,
+        bootstrap_servers=bootstrap,
         enable_auto_commit=False,
         isolation_level="read_committed",
         # tansu caps a whole fetch (fetch_max_bytes), not each partition's share of it.
         max_partition_fetch_bytes=FETCH_BYTES,
         fetch_max_bytes=FETCH_BYTES,
     )
+    decode_records_compiled(consumer)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    return consumer
+
+
+def event_values(read: list) -> list[bytes]:
+    return [r.value for r in read if not isinstance(r.value, BatchGap)]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["committed", "aborted"])
+def test_tansu_a_transaction_longer_than_one_fetch_is_counted_exactly(
+    kafka_bootstrap, kafka_topic, caplog, commit
+):
+    """tansu lists no aborted transaction: the decoder holds the transaction's bytes fetch after fetch until
+    its marker says what it was, and hands out all of it or none."""
+    produce_long_transaction(kafka_bootstrap, kafka_topic, commit=commit)
+    tp = TopicPartition(kafka_topic, 0)
+    consumer = long_transaction_consumer(kafka_bootstrap, tp)
     try:
-        decode_records_compiled(consumer)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
         read = read_until_idle(consumer, idle=3.0)
         position = consumer.position(tp)
     finally:
         consumer.close()
-    values = [r.value for r in read if not isinstance(r.value, BatchGap)]
     assert position == END_OFFSET
-    assert "is longer than one fetch; counted as committed" in caplog.text
-    if commit:
-        assert values == expected_values(commit=True)
-    else:
-        # The batches read before the fetch that holds the marker are counted (the limit); the rest are not.
-        counted = len(values) - 5
-        assert 0 < counted < RECORDS
-        assert values == [
-            *expected_values(commit=False)[:3],
-            *transaction_values()[:counted],
-            b"after-0",
-            b"after-1",
-        ]
+    assert event_values(read) == expected_values(commit=commit)
+    assert "counted as committed" not in caplog.text
+
+
+def test_tansu_a_transaction_longer_than_the_held_bound_is_counted_as_committed(
+    kafka_bootstrap, kafka_topic, caplog, monkeypatch
+):
+    """Past ``max_held_bytes`` the decoder stops holding: the stated limit, logged, and the partition goes on."""
+    monkeypatch.setattr(CompiledPartitionRecords, "max_held_bytes", 2 * FETCH_BYTES)
+    produce_long_transaction(kafka_bootstrap, kafka_topic, commit=False)
+    tp = TopicPartition(kafka_topic, 0)
+    consumer = long_transaction_consumer(kafka_bootstrap, tp)
+    try:
+        read = read_until_idle(consumer, idle=3.0)
+        position = consumer.position(tp)
+    finally:
+        consumer.close()
+    values = event_values(read)
+    assert position == END_OFFSET
+    assert f"is longer than {2 * FETCH_BYTES} bytes; counted as committed" in caplog.text
+    # What was held when the bound was passed is counted; what the fetch holding the marker read is not.
+    counted = len(values) - 5
+    assert 2 * FETCH_BYTES // (RECORD_BYTES + 100) < counted < RECORDS
+    assert values == [
+        *expected_values(commit=False)[:3],
+        *transaction_values()[:counted],
+        b"after-0",
+        b"after-1",
+    ]
 
 
 def stored_bytes(bootstrap: str, tp: TopicPartition) -> bytes:
@@ -181,3 +203,34 @@ def test_kafka_a_transaction_longer_than_one_fetch_is_counted_exactly(kafka_boot
     gaps = [r.value for r in read if isinstance(r.value, BatchGap)]
     assert all(g.error is None for g in gaps)
     assert max(g.next_offset for g in gaps) == 3 + RECORDS + 1  # the marker passed
+
+
+def test_a_seek_while_a_transaction_is_held_reads_from_the_new_position(kafka_bootstrap, kafka_topic):
+    """A stale batch moves its partition back to the stored offset (``read_on_from_stored``); bytes held from
+    the old position must not be read on after it, even where the new position is where they ended.
+
+    tansu serves nothing past an open transaction, and a poll reads fetch after fetch until the marker, so the
+    two fetches are played at the record level, through the consumer's own decoder.
+    """
+    produce_long_transaction(kafka_bootstrap, kafka_topic, commit=True)
+    tp = TopicPartition(kafka_topic, 0)
+    raw = stored_bytes(kafka_bootstrap, tp)
+    starts = {b.base_offset: pos for pos, b in batch_starts(raw)}
+    consumer = long_transaction_consumer(kafka_bootstrap, tp)
+    try:
+        partition_records = consumer._fetcher.PartitionRecords
+
+        def fetch(offset: int, size: int) -> tuple[list, int]:
+            chunk = raw[starts[offset] : starts[offset] + size]
+            records = partition_records(
+                offset, tp, MemoryRecords(chunk), isolation_level=IsolationLevel.READ_COMMITTED
+            )
+            return list(records.record_iterator), records.next_fetch_offset
+
+        read, held_until = fetch(3, FETCH_BYTES)  # nothing handed out: the transaction's first bytes held
+        assert read == [] and 3 < held_until < 3 + RECORDS
+        read_on_from_stored(consumer, {(kafka_topic, 0): held_until})
+        read, _ = fetch(held_until, len(raw))  # the rest, with the marker
+    finally:
+        consumer.close()
+    assert read and read[0].offset == held_until

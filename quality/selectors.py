@@ -1,0 +1,34 @@
+"""Reads of ``quality``: a partner-day's shares, its days over a range, the findings."""
+
+import datetime as dt
+
+from quality.models import Finding, QualityDay
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def shares(day: QualityDay) -> dict[str, float | None]:
+    """Return the day's shares as fractions 0..1, None where there is nothing to measure.
+
+    Automated and repeat views are shares of all the day's views; the busiest addresses and the listed
+    networks are shares of the views that carried a valid address (the others have no address to judge).
+    """
+    return {
+        "automated_share": _share(day.automated_pv, day.pv),
+        "repeat_share": _share(day.repeat_pv, day.pv),
+        "top_addresses_share": _share(day.top_addresses_pv, day.addressed_pv),
+        "listed_share": _share(day.listed_pv, day.addressed_pv),
+    }
+
+
+def quality_days(*, partner_id: int, start: dt.date, end: dt.date) -> list[QualityDay]:
+    return list(QualityDay.objects.filter(partner_id=partner_id, date__range=(start, end)).order_by("date"))
+
+
+def findings_by_day(*, partner_id: int, start: dt.date, end: dt.date) -> dict[dt.date, list[Finding]]:
+    found: dict[dt.date, list[Finding]] = {}
+    for finding in Finding.objects.filter(partner_id=partner_id, date__range=(start, end)).order_by("rule"):
+        found.setdefault(finding.date, []).append(finding)
+    return found

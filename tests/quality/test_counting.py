@@ -1,0 +1,194 @@
+"""Traffic quality through the real pipeline: counted live with the offsets, flushed, recounted by reconcile."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from quality.flush import flush_quality
+from quality.models import QualityDay
+from quality.networks import import_networks
+from stats.jobs.reconcile import reconcile
+from stats.pipeline.ingest import Message, process_batch
+from tests.factories import at, create_tree, feed, pv_event
+
+pytestmark = pytest.mark.django_db
+
+DAY = dt.date(2026, 11, 21)
+NOON = at("2026-11-21 12:00")
+NEXT_DAY = at("2026-11-22 01:00")
+CHROME = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36"
+
+
+def view(clock: str, partner: str | None, openid: str, **extra) -> bytes:
+    return pv_event(at(f"2026-11-21 {clock}"), partner, openid, **({"ua": CHROME} | extra))
+
+
+def signals(code: str) -> dict:
+    row = QualityDay.objects.get(partner__code=code, date=DAY)
+    return {
+        "pv": row.pv,
+        "automated_pv": row.automated_pv,
+        "repeat_pv": row.repeat_pv,
+        "addressed_pv": row.addressed_pv,
+        "distinct_ips": row.distinct_ips,
+        "distinct_networks": row.distinct_networks,
+        "top_addresses": row.top_addresses,
+        "listed_pv": row.listed_pv,
+        "reconciled": row.reconciled_at is not None,
+    }
+
+
+def test_a_day_of_signals_live_then_exact_after_reconcile(redis_client, redis_prefix):
+    create_tree()
+    import_networks("cidr,label\n198.51.100.0/24,hosting\n")
+    first = feed(
+        [
+            view("10:00:00", "A1", "o-1", ip="203.0.113.7"),
+            view("10:00:20", "A1", "o-1", ip="203.0.113.7"),  # 20 s after: a repeat
+            view("10:02:00", "A1", "o-1", ip="203.0.113.7"),  # 75 s after its previous view: not one
+            view("10:00:10", "A1", "o-2", ip="2001:db8:1:2::5", ua="Go-http-client/1.1"),  # crawler list
+            view("10:00:11", "A1", "o-3", ip="2001:DB8:1:3::6", ua="Googlebot/2.1"),  # product's list
+            view("10:01:00", "A1", "o-4", ip="198.51.100.9"),  # a listed network
+            view("10:01:00", "A1", "o-5", ip="999.1.1.1"),  # malformed: no address, still a view
+            pv_event(at("2026-11-21 10:01:00"), "A1", "o-6"),  # no ip, no ua
+            view("10:01:00", "A1", "o-7", ip="fe80::1%eth0", ua="x" * 60_000),
+            view("10:01:00", "B", "o-8"),
+            view("10:01:00", None, "o-9", ip="203.0.113.7"),  # no partner: no signals
+            view("10:01:00", "A1", "o-10", ip=123),  # not a string: a dead letter, as the contract says
+        ],
+        now=NOON,
+        partition=0,
+    )
+    assert (first.counted, dict(first.dead)) == (11, {"bad_field": 1})
+    # 25 s after o-1's 10:00:20 view, but counted from another partition: the live count cannot see it.
+    feed([view("10:00:45", "A1", "o-1", ip="203.0.113.8")], now=NOON, partition=1)
+
+    flush_quality(now=NOON)
+    live = {
+        "pv": 10,
+        "automated_pv": 2,
+        "repeat_pv": 1,
+        "addressed_pv": 7,
+        "distinct_ips": 5,
+        "distinct_networks": 3,  # 203.0.113.0/24, 2001:db8:1::/48, 198.51.100.0/24
+        "top_addresses": [
+            ["203.0.113.7", 3],
+            ["198.51.100.9", 1],
+            ["2001:db8:1:2::5", 1],
+            ["2001:db8:1:3::6", 1],
+            ["203.0.113.8", 1],
+        ],
+        "listed_pv": 1,
+        "reconciled": False,
+    }
+    assert signals("A1") == live
+    assert signals("B")["pv"] == 1
+    quarters = QualityDay.objects.get(partner__code="A1", date=DAY).quarters
+    assert (len(quarters), quarters[40], sum(quarters)) == (96, 10, 10)  # 10:00-10:15 is the 41st quarter
+    assert not QualityDay.objects.filter(partner__code="A").exists()  # own traffic only
+
+    result = reconcile(day=DAY, now=NEXT_DAY)
+    assert "traffic quality of 2026-11-21: 2 partner-days recounted, 1 differ from the live figures" in (
+        result.summary()
+    )
+    assert signals("A1") == live | {"repeat_pv": 2, "reconciled": True}
+    # A reconciled day is final: its keys go at the next flush, and a late view no longer moves the row.
+    assert flush_quality(now=NEXT_DAY).deleted_days == 2
+    assert [k for k in redis_client.scan_iter(match=f"{{{redis_prefix}:p*}}:q:*")] == []
+    assert redis_client.scard(f"{{{redis_prefix}}}:q:index") == 0
+    feed([view("23:00:00", "A1", "o-11", ip="203.0.113.9")], now=NEXT_DAY)
+    flush_quality(now=NEXT_DAY)
+    assert signals("A1") == live | {"repeat_pv": 2, "reconciled": True}
+
+
+def test_a_batch_read_again_after_a_crash_counts_once(redis_client):
+    create_tree()
+    messages = [
+        Message("topic-q", 0, offset, view(f"10:00:{offset:02d}", "A1", "o-1", ip="203.0.113.7"))
+        for offset in range(5)
+    ]
+    assert process_batch(messages, group="gq", now=NOON).counted == 5
+    # The consumer died before committing to Kafka: the same messages come again.
+    assert process_batch(messages, group="gq", now=NOON).counted == 0
+    flush_quality(now=NOON)
+    flush_quality(now=NOON)  # a flush run twice writes the same row
+    assert signals("A1") | {"top_addresses": None} == {
+        "pv": 5,
+        "automated_pv": 0,
+        "repeat_pv": 4,
+        "addressed_pv": 5,
+        "distinct_ips": 1,
+        "distinct_networks": 1,
+        "top_addresses": None,
+        "listed_pv": 0,
+        "reconciled": False,
+    }
+
+
+def test_hostile_values_never_stop_the_signals():
+    create_tree()
+    hostile = [
+        view("10:00:00", "A1", "o-1", ip=ip, ua=ua)
+        for ip, ua in [
+            ("", ""),
+            ("::", "\u202e\u0000bot"),
+            ("255.255.255.255", "Mozilla" * 9000),
+            ("0.0.0.0", None),
+            ("::ffff:0:0", "\ud7ff"),
+            ("1.2.3.4/24", "Googlebot"),
+            ("[2001:db8::1]", CHROME),
+            ("2001:db8::1:2:3:4:5:6:7", CHROME),
+            ("١٢٣.١.١.١", CHROME),  # Arabic-Indic digits: not an address
+        ]
+    ]
+    hostile.append(
+        json.dumps({"event_id": "h-1", "type": "pv", "ts": 1795226400000, "partner": "A1"}).encode()
+    )
+    assert feed(hostile, now=NOON).counted == 10
+    flush_quality(now=NOON)
+    row = signals("A1")
+    assert (row["pv"], row["distinct_ips"]) == (
+        10,
+        3,
+    )  # ::, 255.255.255.255, 0.0.0.0 (and ::ffff:0:0 as 0.0.0.0)
+
+
+def test_a_zombies_apply_behind_the_stored_offset_adds_nothing(redis_client):
+    """The signals are fenced: a consumer that lost its partition while holding a batch applies its share after
+    the new owner moved the offset, and none of it counts (increments outside the MULTI/EXEC would)."""
+    from partners.selectors import partner_lineages
+    from quality.counting import queue_quality
+    from stats.pipeline.counting import RecordedCommands
+    from stats.pipeline.events import parse_event
+    from stats.pipeline.offsets import apply_with_offset
+    from stats.plugins import CounterWrites
+
+    create_tree()
+    lineages = partner_lineages()
+    events = [
+        parse_event(view(f"10:00:0{n}", "A1", "o-1", ip="203.0.113.7"), lineages=lineages, now=NOON)
+        for n in range(3)
+    ]
+
+    def apply() -> int | None:
+        writes = CounterWrites(0, fenced=RecordedCommands(), idempotent=RecordedCommands())
+        queue_quality(writes, events, now=NOON)
+        return apply_with_offset(
+            redis_client,
+            group="gz",
+            partition=("t", 0),
+            first_offset=0,
+            next_offset=3,
+            writes=writes,
+            dead={},
+        )
+
+    assert apply() is None  # the owner's apply
+    assert apply() == 3  # the zombie's: stale
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"], signals("A1")["top_addresses"]) == (
+        3,
+        2,
+        [["203.0.113.7", 3]],
+    )
