@@ -134,7 +134,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that tests spanning processes (the consumer run as a real process) share it.
     DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / f"test-db-{os.getpid()}.sqlite3")}
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
+    # A transaction takes the write lock when it begins (IMMEDIATE), so concurrent writers (the consumer, a
+    # flush, close_month) queue for up to ``timeout`` seconds. Deferred, a writer that had read before another's
+    # commit would fail at once with "database is locked" (SQLite cannot move its snapshot forward).
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

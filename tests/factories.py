@@ -32,11 +32,15 @@ def create_staff(username: str = "staff", password: str = "pw", *, viewer: bool 
 
 
 def statistics_viewers():
+    """The group as the migrations make it: a transactional test's flush empties the tables they filled."""
     from django.contrib.auth.models import Group, Permission
 
-    from cpsproject.common.viewers import ensure_statistics_viewers
+    from cpsproject.common.viewers import PERMISSIONS, ensure_statistics_viewers
+    from quality.migrations import PERMISSIONS as QUALITY_PERMISSIONS
 
-    return ensure_statistics_viewers(group_model=Group, permission_model=Permission)
+    return ensure_statistics_viewers(
+        group_model=Group, permission_model=Permission, permissions=[*PERMISSIONS, *QUALITY_PERMISSIONS]
+    )
 
 
 # --- events -----------------------------------------------------------------------------------------------
