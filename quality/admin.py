@@ -6,12 +6,17 @@ together; who resolved it and when are kept from the request, not typed. Nothing
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import floatformat
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
 from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
+from quality.display import percent, rule_threshold, rule_value
 from quality.models import Finding, ListedNetwork, QualityDay
 from quality.selectors import shares
 
@@ -39,7 +44,17 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
     """The traffic to review: each finding with its evidence, resolved by staff holding the change permission."""
 
     form = ResolveForm
-    list_display = ["partner", "date", "rule", "value", "threshold", "status", "resolved_by", "resolved_at"]
+    list_display = [
+        "partner_column",
+        "date",
+        "rule",
+        "value_column",
+        "threshold_column",
+        "status",
+        "resolved_by",
+        "resolved_at",
+    ]
+    list_display_links = ["partner_column"]
     list_filter = ["status", "rule", ("date", DateRangeFilter)]
     search_fields = ["partner__code", "partner__name"]
     ordering = ["-date", "partner__code", "rule"]
@@ -48,8 +63,8 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
         "partner",
         "date",
         "rule",
-        "value",
-        "threshold",
+        "value_column",
+        "threshold_column",
         "resolved_by",
         "resolved_at",
         "evidence",
@@ -58,8 +73,8 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
         "partner",
         "date",
         "rule",
-        "value",
-        "threshold",
+        "value_column",
+        "threshold_column",
         "evidence",
         "status",
         "reason",
@@ -78,28 +93,80 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
         ("reason", "reason"),
     ]
 
+    # Presentation only: the columns and the evidence a reviewer reads (the values in their rule's unit).
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, finding: Finding) -> str:
+        return finding.partner.code
+
+    @admin.display(description=_("measured value"), ordering="value")
+    def value_column(self, finding: Finding) -> str:
+        return rule_value(finding.rule, finding.value)
+
+    @admin.display(description=_("threshold"))
+    def threshold_column(self, finding: Finding) -> str:
+        return rule_threshold(finding.rule, finding.threshold)
+
     @admin.display(description=_("evidence"))
     def evidence(self, finding: Finding) -> str:
         day = QualityDay.objects.filter(partner_id=finding.partner_id, date=finding.date).first()
         if day is None:
             return "-"
         measured = shares(day)
-        parts = [
+        lines = [
             _(
-                "%(pv)s views, %(automated)s automated, %(repeats)s repeats, %(ips)s addresses in %(networks)s networks"
+                "%(pv)s views: %(automated)s automated (%(automated_share)s), %(repeats)s repeats "
+                "(%(repeat_share)s), %(listed)s from listed networks (%(listed_share)s)"
             )
             % {
-                "pv": day.pv,
-                "automated": day.automated_pv,
-                "repeats": day.repeat_pv,
-                "ips": day.distinct_ips,
-                "networks": day.distinct_networks,
-            }
+                "pv": floatformat(day.pv, "0g"),
+                "automated": floatformat(day.automated_pv, "0g"),
+                "automated_share": percent(measured["automated_share"]),
+                "repeats": floatformat(day.repeat_pv, "0g"),
+                "repeat_share": percent(measured["repeat_share"]),
+                "listed": floatformat(day.listed_pv, "0g"),
+                "listed_share": percent(measured["listed_share"]),
+            },
+            _("distinct addresses: %(ips)s, distinct networks: %(networks)s")
+            % {
+                "ips": floatformat(day.distinct_ips, "0g"),
+                "networks": floatformat(day.distinct_networks, "0g"),
+            },
         ]
         if measured["top_addresses_share"] is not None:
-            busiest = ", ".join(f"{address} ({views})" for address, views in day.top_addresses)
-            parts.append(_("busiest addresses: %(list)s") % {"list": busiest})
-        return "; ".join(str(part) for part in parts)
+            busiest = ", ".join(
+                f"{address} ({floatformat(views, '0g')})" for address, views in day.top_addresses
+            )
+            lines.append(
+                _("busiest addresses (%(share)s of the views with an address): %(list)s")
+                % {"share": percent(measured["top_addresses_share"]), "list": busiest}
+            )
+        if day.orders_by_view:
+            lines.append(
+                _("%(orders)s orders attributed by a view, median %(seconds)s from view to order")
+                % {
+                    "orders": floatformat(day.orders_by_view, "0g"),
+                    "seconds": "-"
+                    if day.median_seconds_to_order is None
+                    else rule_value(Finding.Rule.FAST_ORDERS, day.median_seconds_to_order),
+                }
+            )
+        page = (
+            reverse("admin:network", args=[finding.partner.code])
+            + f"?start={finding.date}&end={finding.date}"
+        )
+        link = format_html(
+            '<a href="{}">{}</a>', page, _("the partner's page for the day, with every signal")
+        )
+        return format_html_join(mark_safe("<br>"), "{}", [(line,) for line in [*lines, link]])
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        return super().changelist_view(request, {"title": _("Traffic to review"), **(extra_context or {})})
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        context = {"title": _("Review a finding"), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
