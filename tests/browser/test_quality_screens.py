@@ -155,7 +155,7 @@ def dashboard(page, language: str, big_day: dt.date) -> None:
     )  # address concentration, repeat views
     assert page.locator("#quality-open").inner_text().startswith("6")
     assert cells(page, "#quality-changes tbody th") == ["SPIKER", "DROPPER"]
-    assert [c.split()[-1] for c in cells(page, "#quality-changes td.change")] == ["×5", "×15"]
+    assert [c.split()[-1] for c in cells(page, "#quality-changes td.change")] == ["×5", "÷15"]
     assert cells(page, "#quality-changes td.views") == ["600", "20"]
     assert cells(page, "#quality-changes td.median") == ["120", "300"]
 
