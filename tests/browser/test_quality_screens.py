@@ -91,6 +91,11 @@ def test_traffic_quality_reads_in_both_languages(live_server, settings, tmp_path
     user = create_staff(*REVIEWER)
     user.user_permissions.add(Permission.objects.get(codename="change_finding"))
     finding = Finding.objects.get(partner__code="RELOADER", rule="repeats").pk
+    # What each language's reviewer resolves at the end of the walk: the bot farm confirmed, the rotator cleared.
+    resolved = {
+        "en": (Finding.objects.get(partner__code="BOTFARM").pk, "confirmed"),
+        "zh-hans": (Finding.objects.get(partner__code="ROTATOR").pk, "cleared"),
+    }
     # An earlier day of the reloader, large and honest, as the flush writes one: counts must read grouped.
     QualityDay.objects.create(
         partner=Partner.objects.get(code="RELOADER"),
@@ -104,6 +109,7 @@ def test_traffic_quality_reads_in_both_languages(live_server, settings, tmp_path
     with time_machine.travel(looked_at(day), tick=True), chromium() as browser:
         for language in ("en", "zh-hans"):
             walk(browser, live_server.url, language, finding, day - dt.timedelta(days=BIG_DAY_BACK))
+            resolve_one(browser, live_server.url, language, *resolved[language])
 
 
 def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> None:
@@ -142,18 +148,48 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
     context.close()
 
 
+def resolve_one(browser, base: str, language: str, finding: int, status: str) -> None:
+    """Resolve a finding through its form; the list then says so and shows who resolved it."""
+    context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    page.goto(f"{base}/admin/")
+    page.fill("#id_username", REVIEWER[0])
+    page.fill("#id_password", REVIEWER[1])
+    page.click("input[type=submit]")
+    if page.locator("#language-select").input_value() != language:
+        with page.expect_navigation():
+            page.select_option("#language-select", language)
+    page.goto(f"{base}/admin/quality/finding/{finding}/change/")
+    page.select_option("#id_status", status)
+    page.fill("#id_reason", "checked the addresses")
+    with page.expect_navigation():
+        page.click("input[name=_save]")
+    shots = SCREENS / language
+    page.screenshot(path=shots / "quality-7-resolved.png", full_page=True)
+    assert fits(page)
+    row = page.locator("#result_list tbody tr", has=page.locator(f"a[href$='/{finding}/change/']"))
+    assert cells(row, "td.field-status") == [{"en": status, "zh-hans": "已排除"}[language]]
+    assert cells(row, "td.field-resolved_column")[0].split()[0] == REVIEWER[0]
+    context.close()
+
+
 def cells(page, selector: str) -> list[str]:
     return [text.strip() for text in page.locator(selector).all_inner_texts()]
 
 
 def dashboard(page, language: str, big_day: dt.date) -> None:
     """The open findings, the partners with most and what they broke, the spike and the drop with their factor."""
-    assert cells(page, "#quality-worst tbody th") == ["RELOADER", "STUFFER", "BOTFARM", "ROTATOR"]
-    assert cells(page, "#quality-worst td.count") == ["2", "2", "1", "1"]
-    assert (
-        len(cells(page, "#quality-worst td.rules")[0].split(",")) == 2
-    )  # address concentration, repeat views
-    assert page.locator("#quality-open").inner_text().startswith("6")
+    # The English walk ends by confirming the bot farm's finding: the Chinese one sees five open.
+    worst = (
+        ["RELOADER", "STUFFER", "BOTFARM", "ROTATOR"]
+        if language == "en"
+        else ["RELOADER", "STUFFER", "ROTATOR"]
+    )
+    assert cells(page, "#quality-worst tbody th") == worst
+    assert cells(page, "#quality-worst td.count") == ["2", "2", "1", "1"][: len(worst)]
+    rules = cells(page, "#quality-worst td.rules")[0]  # the reloader's: address concentration, repeat views
+    assert len(rules.split(",")) == 2
+    assert page.locator("#quality-open").inner_text().split()[0] == ("6" if language == "en" else "5")
     assert cells(page, "#quality-changes tbody th") == ["SPIKER", "DROPPER"]
     assert [c.split()[-1] for c in cells(page, "#quality-changes td.change")] == ["×5", "÷15"]
     assert cells(page, "#quality-changes td.views") == ["600", "20"]
