@@ -4,6 +4,9 @@ A finding is the one row staff change: its status (cleared or confirmed) and the
 together; who resolved it and when are kept from the request, not typed. Nothing here adds or deletes a row.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +20,8 @@ from django.utils.translation import gettext_lazy as _
 
 from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
-from quality.display import percent, rule_threshold, rule_value
+from cpsproject.common.labels import Label
+from quality.display import grouped, percent, rule_threshold, rule_value
 from quality.models import Finding, ListedNetwork, QualityDay
 from quality.selectors import shares
 
@@ -194,20 +198,33 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
+def _count(name: str, description: Label, share: str | None = None) -> Callable[[Any, QualityDay], str]:
+    """A list column of the field ``name`` grouped by thousands, with the day's ``share`` of it as a percentage."""
+
+    def column(admin_: Any, day: QualityDay) -> str:
+        text = grouped(getattr(day, name))
+        return f"{text} ({percent(shares(day)[share])})" if share else text
+
+    return admin.display(description=description, ordering=name)(column)
+
+
 @admin.register(QualityDay)
 class QualityDayAdmin(ReadOnlyCsvAdmin):
     list_display = [
-        "partner",
-        "date",
-        "pv",
-        "automated_pv",
-        "repeat_pv",
-        "distinct_ips",
-        "distinct_networks",
+        "partner_column",
+        "date_column",
+        "pv_column",
+        "automated_column",
+        "repeat_column",
+        "addresses_column",
         "top_share",
-        "listed_pv",
-        "reconciled_at",
+        "listed_column",
     ]
+    pv_column = _count("pv", _("views"))
+    automated_column = _count("automated_pv", _("automated views"), "automated_share")
+    repeat_column = _count("repeat_pv", _("repeat views"), "repeat_share")
+    listed_column = _count("listed_pv", _("views from listed networks"), "listed_share")
+
     list_filter = [("date", DateRangeFilter)]
     search_fields = ["partner__code", "partner__name"]
     ordering = ["-date", "partner__code"]
@@ -228,8 +245,28 @@ class QualityDayAdmin(ReadOnlyCsvAdmin):
 
     @admin.display(description=_("busiest addresses' share"))
     def top_share(self, day: QualityDay) -> str:
-        share = shares(day)["top_addresses_share"]
-        return "-" if share is None else f"{share:.1%}"
+        return percent(shares(day)["top_addresses_share"])
+
+    # Presentation only: the partner's code and the date with its reconciled mark keep the list within 1366 px.
+    @admin.display(description=_("partner"), ordering="partner__code")
+    def partner_column(self, day: QualityDay) -> str:
+        return day.partner.code
+
+    @admin.display(description=_("date"), ordering="date")
+    def date_column(self, day: QualityDay) -> str:
+        # A reconciled (final) day carries a mark, as the daily statistics do; the time shows on hover.
+        if day.reconciled_at is None:
+            return format_html('<span style="white-space: nowrap">{}</span>', f"{day.date:%Y-%m-%d}")
+        when = localtime(day.reconciled_at).strftime("%Y-%m-%d %H:%M")
+        return format_html(
+            '<span style="white-space: nowrap" title="{}">{} ✓</span>',
+            _("reconciled at %(when)s") % {"when": when},
+            f"{day.date:%Y-%m-%d}",
+        )
+
+    @admin.display(description=_("distinct addresses / networks"), ordering="distinct_ips")
+    def addresses_column(self, day: QualityDay) -> str:
+        return f"{grouped(day.distinct_ips)} / {grouped(day.distinct_networks)}"
 
 
 @admin.register(ListedNetwork)

@@ -5,6 +5,7 @@ The model keeps fractions and plain numbers (the API's contract); a reviewer rea
 """
 
 from django.template.defaultfilters import floatformat
+from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
 from quality.models import Finding
@@ -15,6 +16,11 @@ SHARE_RULES = {
     Finding.Rule.CONCENTRATION,
     Finding.Rule.LISTED_NETWORKS,
 }
+
+
+def grouped(value: int) -> str:
+    """Return a count as the reader's language writes it ("12,345"); the CSV keeps the raw number."""
+    return number_format(value, force_grouping=True)
 
 
 def percent(share: float | None) -> str:

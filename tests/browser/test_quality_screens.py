@@ -5,9 +5,10 @@ cookie stuffer, a spike and a drop) written by ``simulate_quality``, replayed da
 file:`` with the clock on each day, flushed, and the judged day reconciled. The clock stands at the moment
 the simulation is looked at (21:07 of the judged day, yesterday) while a reviewer (a statistics viewer who may
 resolve findings) opens the dashboard, the reloader's partner page, the traffic to review, one finding's
-resolve form and the quality API in DRF's browsable renderer. Every page fits a 1366-pixel screen, shows the
-flagged partners with their values (shares as percentages, counts grouped), and in Chinese carries none of
-the English words of its headings. Screenshots go to ``.run/screens/<language>/quality-*`` (``CPS_SCREENS``).
+resolve form, the list of partner-days and the quality API in DRF's browsable renderer, then resolves one
+finding through its form. Every page fits a 1366-pixel screen, shows the flagged partners with their values
+(shares as percentages, counts grouped, values against the side of their threshold), and in Chinese carries
+none of the English words of its headings (in any case). Screenshots go to ``.run/screens/<language>/quality-*`` (``CPS_SCREENS``).
 """
 
 import datetime as dt
@@ -131,6 +132,7 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
         ("quality-2-partner-page", "/admin/network/RELOADER/"),
         ("quality-3-to-review", "/admin/quality/finding/"),
         ("quality-4-resolve", f"/admin/quality/finding/{finding}/change/"),
+        ("quality-4b-days", "/admin/quality/qualityday/"),
         ("quality-5-api-partner", "/api/v1/partners/RELOADER/quality/"),
         ("quality-6-api-findings", "/api/v1/quality/findings/"),
     ]
@@ -239,6 +241,16 @@ def resolve(page, language: str, big_day: dt.date) -> None:
     assert "RELOADER" in page.locator("#content h2").inner_text()
 
 
+def days_list(page, language: str, big_day: dt.date) -> None:
+    """Every partner-day's signals: the large day's counts grouped, its share a percentage."""
+    row = page.locator("#result_list tbody tr", has_text="12,345")
+    assert cells(row, "td.field-automated_column") == ["1,234 (10%)"]
+    assert cells(row, "td.field-top_share") == ["0%"]
+    assert cells(row, "td.field-date_column") == [f"{big_day}"]  # not reconciled: no mark
+    reconciled = page.locator("#result_list tbody tr", has_text="RELOADER").first
+    assert cells(reconciled, "td.field-date_column")[0].endswith("✓")
+
+
 def api_partner(page, language: str, big_day: dt.date) -> None:
     """The reloader's days as JSON: the shares stay fractions (the contract), the title in the reader's language."""
     text = page.inner_text("#content")
@@ -255,6 +267,7 @@ CHECKS = {
     "quality-2-partner-page": partner_page,
     "quality-3-to-review": to_review,
     "quality-4-resolve": resolve,
+    "quality-4b-days": days_list,
     "quality-5-api-partner": api_partner,
     "quality-6-api-findings": api_findings,
 }
