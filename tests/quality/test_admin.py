@@ -117,3 +117,15 @@ def test_the_partner_page_shows_the_days_signals_beside_their_findings_and_evide
     other = Client()
     other.force_login(outsider)
     assert 'id="quality-days"' not in other.get("/admin/network/A1/").content.decode()
+
+
+def test_the_dashboard_panel_says_when_there_is_nothing_to_review(finding):
+    client = reviewer(can_resolve=False)
+    panel = client.get("/admin/").content.decode()
+    assert 'data-partner="A1"' in panel and "repeat views" in panel  # the partner and the rule it broke
+    Finding.objects.update(status="cleared", reason="a campaign")
+    panel = client.get("/admin/").content.decode()
+    assert "0 findings to review" in panel and 'id="quality-worst"' not in panel
+    assert "No partner's traffic waits for review." in panel
+    chinese = client.get("/admin/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "没有待审核的导流商流量。" in chinese
