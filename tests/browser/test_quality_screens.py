@@ -130,6 +130,7 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
     pages = [
         ("quality-1-dashboard", "/admin/"),
         ("quality-2-partner-page", "/admin/network/RELOADER/"),
+        ("quality-2b-stuffer-page", "/admin/network/STUFFER/"),
         ("quality-3-to-review", "/admin/quality/finding/"),
         ("quality-4-resolve", f"/admin/quality/finding/{finding}/change/"),
         ("quality-4b-days", "/admin/quality/qualityday/"),
@@ -214,6 +215,13 @@ def partner_page(page, language: str, big_day: dt.date) -> None:
     assert big.locator("td.automated").inner_text().split() == ["1,234", "10%"]
 
 
+def stuffer_page(page, language: str, big_day: dt.date) -> None:
+    """The cookie stuffer's evidence: its 30 orders all under 10 s after the view, a median of 3 s."""
+    day = page.locator("#quality-days tbody tr[data-date]:not(.evidence)").first
+    assert (day.locator("td.orders").inner_text(), day.locator("td.median").inner_text()) == ("30", "3")
+    assert cells(page, "tr.evidence .to-order tbody td") == ["30", "0", "0", "0", "0", "0"]
+
+
 def to_review(page, language: str, big_day: dt.date) -> None:
     """Every finding with its value in its rule's unit and the side of the threshold that breaks it."""
     rows = [
@@ -265,6 +273,7 @@ def api_findings(page, language: str, big_day: dt.date) -> None:
 CHECKS = {
     "quality-1-dashboard": dashboard,
     "quality-2-partner-page": partner_page,
+    "quality-2b-stuffer-page": stuffer_page,
     "quality-3-to-review": to_review,
     "quality-4-resolve": resolve,
     "quality-4b-days": days_list,
