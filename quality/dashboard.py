@@ -12,8 +12,10 @@ from typing import Any
 from django.db.models import Count, QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from prometheus_client.core import GaugeMetricFamily
 
+from quality.display import percent, rule_threshold, rule_value
 from quality.models import Finding, QualityDay
 from quality.selectors import shares
 from quality.spikes import traffic_changes
@@ -36,28 +38,70 @@ def _open_findings(page: DashboardPage) -> QuerySet[Finding]:
     return found
 
 
+def _worst(found: QuerySet[Finding]) -> list[dict[str, Any]]:
+    """The partners with most open findings, each with the names of the rules it broke."""
+    worst = list(
+        found.values("partner__code")
+        .annotate(findings=Count("pk"))
+        .order_by("-findings", "partner__code")[:WORST_LIMIT]
+    )
+    rules: dict[str, set[str]] = {}
+    codes = [row["partner__code"] for row in worst]
+    for code, rule in found.filter(partner__code__in=codes).values_list("partner__code", "rule"):
+        rules.setdefault(code, set()).add(str(Finding.Rule(rule).label))
+    return [
+        {
+            "code": row["partner__code"],
+            "findings": row["findings"],
+            "rules": sorted(rules[row["partner__code"]]),
+        }
+        for row in worst
+    ]
+
+
 def dashboard_panel(page: DashboardPage) -> str | None:
     """Open findings with the partners that have most, and today's spikes and drops."""
     if not page.request.user.has_perm(VIEW_FINDINGS):
         return None
     found = _open_findings(page)
-    worst = (
-        found.values("partner__code")
-        .annotate(findings=Count("pk"))
-        .order_by("-findings", "partner__code")[:WORST_LIMIT]
-    )
-    context = {"open": found.count(), "worst": list(worst), "changes": traffic_changes(now=page.now)}
+    context = {"open": found.count(), "worst": _worst(found), "changes": traffic_changes(now=page.now)}
     return render_to_string("admin/quality/dashboard_panel.html", context, request=page.request)
+
+
+def _evidence(day: QualityDay) -> dict[str, Any]:
+    """The day's shares as percentages, its busiest addresses with each one's share of the addressed views,
+    and the time from view to order per bin."""
+    addressed = day.addressed_pv
+    busiest = [
+        (address, views, percent(views / addressed if addressed else None))
+        for address, views in day.top_addresses
+    ]
+    bins = [_("under 10 s"), _("10 s to 1 min"), _("1 to 10 min"), _("10 min to 1 h"), _("1 h to 1 day")]
+    bins.append(_("longer"))
+    counts = list(day.order_seconds or []) + [0] * len(bins)
+    return {
+        **{name: percent(share) for name, share in shares(day).items()},
+        "busiest": busiest,
+        "order_seconds": list(zip(bins, counts, strict=False)),
+    }
 
 
 def _day_rows(page: PartnerPage) -> list[dict[str, Any]]:
     days = QualityDay.objects.filter(partner=page.partner, date__range=(page.start, page.end)).order_by(
         "-date"
     )
-    found: dict[Any, list[Finding]] = {}
-    for finding in Finding.objects.filter(partner=page.partner, date__range=(page.start, page.end)):
-        found.setdefault(finding.date, []).append(finding)
-    return [{"day": day, "shares": shares(day), "findings": found.get(day.date, [])} for day in days]
+    found: dict[Any, list[dict[str, Any]]] = {}
+    for finding in Finding.objects.filter(partner=page.partner, date__range=(page.start, page.end)).order_by(
+        "rule"
+    ):
+        found.setdefault(finding.date, []).append(
+            {
+                "finding": finding,
+                "value": rule_value(finding.rule, finding.value),
+                "threshold": rule_threshold(finding.rule, finding.threshold),
+            }
+        )
+    return [{"day": day, **_evidence(day), "findings": found.get(day.date, [])} for day in days]
 
 
 def partner_page_panel(page: PartnerPage) -> str | None:

@@ -115,4 +115,5 @@ class Finding(models.Model):
         indexes = [models.Index(fields=["status", "date"]), models.Index(fields=["date"])]
 
     def __str__(self) -> str:
-        return f"{self.partner_id} {self.date} {self.rule}"
+        # The admin's heading and breadcrumb of a finding: the partner's code and the rule's name, not ids.
+        return f"{self.partner.code} {self.date} {self.get_rule_display()}"

@@ -60,6 +60,17 @@ PAGES: dict[str, tuple[Promise, Promise]] = {
         _("Statements of a partner"),
         _("The closed months with their amounts; ?month= lists the commission entries of one of them."),
     ),
+    "Partner Quality": (
+        _("Traffic quality of a partner"),
+        _(
+            "Per day (?start=&end=): its own views, automated and repeat views, addresses, listed networks, "
+            "orders by a view and findings; shares are fractions 0-1."
+        ),
+    ),
+    "Findings": (
+        _("Traffic to review"),
+        _("The findings from start to end (?start=&end=), newest first; ?partner= and ?status= filter them."),
+    ),
     "Spectacular Api": (
         _("API schema"),
         _("The OpenAPI 3 schema of every endpoint; /api/v1/docs/ shows it as a page."),

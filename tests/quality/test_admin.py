@@ -43,10 +43,12 @@ def reviewer(*, can_resolve: bool = True) -> Client:
 def test_the_list_shows_the_traffic_to_review_and_the_evidence(finding):
     client = reviewer(can_resolve=False)
     listing = client.get("/admin/quality/finding/").content.decode()
-    assert "A1" in listing and "0.75" in listing and "0.3" in listing
+    # Shares read as percentages, the threshold with the side that breaks it.
+    assert '<td class="field-value_column">75%</td>' in listing
+    assert '<td class="field-threshold_column">&gt; 30%</td>' in listing
     page = client.get(f"/admin/quality/finding/{finding.pk}/change/").content.decode()
-    assert "400 views, 0 automated, 300 repeats, 1 addresses in 1 networks" in page
-    assert "203.0.113.7 (400)" in page
+    assert "400 views: 0 automated (0%), 300 repeats (75%), 0 from listed networks (0%)" in page
+    assert "busiest addresses (100% of the views with an address): 203.0.113.7 (400)" in page
     # A viewer reads; only the change permission resolves.
     assert (
         client.post(f"/admin/quality/finding/{finding.pk}/change/", {"status": "cleared"}).status_code == 403
@@ -93,7 +95,7 @@ def test_the_review_page_speaks_chinese(finding):
     listing = client.get("/admin/quality/finding/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "待审核流量" in listing and "重复浏览" in listing and "待审核" in listing
     page = client.get(f"/admin/quality/finding/{finding.pk}/change/", HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert "400 次浏览，0 次自动化，300 次重复，1 个地址分布于 1 个网段" in page.content.decode()
+    assert "400 次浏览：0 次自动化（0%），300 次重复（75%）" in page.content.decode()
 
 
 def test_the_partner_page_shows_the_days_signals_beside_their_findings_and_evidence(finding):
@@ -102,15 +104,28 @@ def test_the_partner_page_shows_the_days_signals_beside_their_findings_and_evide
     client = reviewer(can_resolve=False)
     page = client.get("/admin/network/A1/?start=2026-11-21&end=2026-11-21").content.decode()
     start = page.index('id="quality-days"')
-    table = page[start : page.index("</table>", start)]
+    table = page[start : page.index("</section>", start)]
     assert '<tr data-date="2026-11-21">' in table
-    assert "<td>400</td><td>0</td><td>300</td>" in table and "100%" in table
-    assert "repeat views</a> (open)" in table
-    assert "busiest addresses: 203.0.113.7 (400)" in table
-    assert "under 10 s 3" in table
+    assert '<td class="pv">400</td>' in table and '<td class="top-share">100%</td>' in table
+    assert '<td class="repeats">300<span class="share">75%</span></td>' in table
+    assert "repeat views</a> 75% (&gt; 30%) · open" in table
+    assert '<td>203.0.113.7</td><td class="num">400</td><td class="num">100%</td>' in table
+    assert "<th>under 10 s</th><th>10 s to 1 min</th>" in table and '<td class="num">3</td>' in table
     # Without the quality permissions, no panel.
     outsider = create_staff("outsider", viewer=False)
     outsider.user_permissions.add(*Permission.objects.filter(codename__in=["view_dailystat", "view_partner"]))
     other = Client()
     other.force_login(outsider)
     assert 'id="quality-days"' not in other.get("/admin/network/A1/").content.decode()
+
+
+def test_the_dashboard_panel_says_when_there_is_nothing_to_review(finding):
+    client = reviewer(can_resolve=False)
+    panel = client.get("/admin/").content.decode()
+    assert 'data-partner="A1"' in panel and "repeat views" in panel  # the partner and the rule it broke
+    Finding.objects.update(status="cleared", reason="a campaign")
+    panel = client.get("/admin/").content.decode()
+    assert "0 findings to review" in panel and 'id="quality-worst"' not in panel
+    assert "No partner's traffic waits for review." in panel
+    chinese = client.get("/admin/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "没有待审核的导流商流量。" in chinese

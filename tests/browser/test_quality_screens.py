@@ -1,0 +1,282 @@
+"""Traffic quality in a real browser, in English and in Chinese: screenshots for a person to look at.
+
+The simulated week of ``quality.simulation`` (three honest partners, a bot farm, a reloader, a listed /24, a
+cookie stuffer, a spike and a drop) written by ``simulate_quality``, replayed day by day by ``consume --source
+file:`` with the clock on each day, flushed, and the judged day reconciled. The clock stands at the moment
+the simulation is looked at (21:07 of the judged day, yesterday) while a reviewer (a statistics viewer who may
+resolve findings) opens the dashboard, the reloader's partner page, the traffic to review, one finding's
+resolve form, the list of partner-days and the quality API in DRF's browsable renderer, then resolves one
+finding through its form. Every page fits a 1366-pixel screen, shows the flagged partners with their values
+(shares as percentages, counts grouped, values against the side of their threshold), and in Chinese carries
+none of the English words of its headings (in any case). Screenshots go to ``.run/screens/<language>/quality-*`` (``CPS_SCREENS``).
+"""
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+import time_machine
+from django.conf import settings
+from django.contrib.auth.models import Permission
+from django.core.management import call_command
+from django.utils import timezone
+
+from cpsproject.common.timeutil import local_day
+from partners.models import Partner
+from quality.flush import flush_quality
+from quality.models import Finding, QualityDay
+from quality.simulation import PARTNERS, looked_at
+from stats.jobs.reconcile import reconcile
+from tests.browser.test_admin_browser import WIDTH, chromium, fits
+from tests.factories import create_partner, create_staff
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+
+SCREENS = Path(os.environ.get("CPS_SCREENS") or Path(settings.RUN_DIR) / "screens")
+BIG_DAY_BACK = 3
+# The browsable API's titles: the JSON stays in the contract's English keys, the page around it does not.
+API_TITLES = {
+    "en": {
+        "quality-5-api-partner": "Traffic quality of a partner",
+        "quality-6-api-findings": "Traffic to review",
+    },
+    "zh-hans": {"quality-5-api-partner": "导流商的流量质量", "quality-6-api-findings": "待审核流量"},
+}
+REVIEWER = ("reviewer", "pw-reviewer")
+# Words of the quality headings and panels that must not stay English on a Chinese page (in any case).
+ENGLISH = [
+    "Traffic quality",
+    "finding",
+    "Spikes",
+    "views",
+    "busiest",
+    "evidence",
+    "automated",
+    "repeat",
+    "order",
+    "Partner",
+    "threshold",
+    "rules broken",
+    "share",
+]
+
+
+def seed_week(day: dt.date, tmp_path: Path) -> None:
+    """The simulated week through the commands, each day consumed with the clock on it, then flushed."""
+    week, networks = tmp_path / "week.jsonl", tmp_path / "networks.csv"
+    call_command("simulate_quality", "--date", f"{day}", "--to", f"file:{week}", "--networks", f"{networks}")
+    call_command("import_networks", f"{networks}")
+    for code in PARTNERS:
+        create_partner(code, name=f"Shop {code}")
+    by_day: dict[str, list[bytes]] = {}
+    for line in week.read_bytes().splitlines():
+        by_day.setdefault(line.split(b'"ts":"')[1][:10].decode(), []).append(line)
+    for date, lines in sorted(by_day.items()):
+        part = tmp_path / f"{date}.jsonl"
+        part.write_bytes(b"\n".join(lines) + b"\n")
+        moment = (
+            looked_at(day) if date == f"{day}" else looked_at(dt.date.fromisoformat(date)).replace(hour=23)
+        )
+        with time_machine.travel(moment, tick=False):
+            call_command("consume", "--source", f"file:{part}")
+            flush_quality(now=moment)
+
+
+def test_traffic_quality_reads_in_both_languages(live_server, settings, tmp_path):
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    settings.RUN_DIR = tmp_path
+    day = local_day(timezone.now()) - dt.timedelta(days=1)
+    seed_week(day, tmp_path)
+    reconcile(day=day, now=looked_at(day) + dt.timedelta(hours=5))
+    user = create_staff(*REVIEWER)
+    user.user_permissions.add(Permission.objects.get(codename="change_finding"))
+    finding = Finding.objects.get(partner__code="RELOADER", rule="repeats").pk
+    # What each language's reviewer resolves at the end of the walk: the bot farm confirmed, the rotator cleared.
+    resolved = {
+        "en": (Finding.objects.get(partner__code="BOTFARM").pk, "confirmed"),
+        "zh-hans": (Finding.objects.get(partner__code="ROTATOR").pk, "cleared"),
+    }
+    # An earlier day of the reloader, large and honest, as the flush writes one: counts must read grouped.
+    QualityDay.objects.create(
+        partner=Partner.objects.get(code="RELOADER"),
+        date=day - dt.timedelta(days=BIG_DAY_BACK),
+        pv=12345,
+        automated_pv=1234,
+        addressed_pv=12345,
+        distinct_ips=9876,
+        distinct_networks=5432,
+    )
+    with time_machine.travel(looked_at(day), tick=True), chromium() as browser:
+        for language in ("en", "zh-hans"):
+            walk(browser, live_server.url, language, finding, day - dt.timedelta(days=BIG_DAY_BACK))
+            resolve_one(browser, live_server.url, language, *resolved[language])
+
+
+def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> None:
+    context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{base}/admin/")
+    page.fill("#id_username", REVIEWER[0])
+    page.fill("#id_password", REVIEWER[1])
+    page.click("input[type=submit]")
+    page.wait_for_selector("#quality-panel")
+    if page.locator("#language-select").input_value() != language:
+        with page.expect_navigation():
+            page.select_option("#language-select", language)
+    shots = SCREENS / language
+    shots.mkdir(parents=True, exist_ok=True)
+    pages = [
+        ("quality-1-dashboard", "/admin/"),
+        ("quality-2-partner-page", "/admin/network/RELOADER/"),
+        ("quality-2b-stuffer-page", "/admin/network/STUFFER/"),
+        ("quality-3-to-review", "/admin/quality/finding/"),
+        ("quality-4-resolve", f"/admin/quality/finding/{finding}/change/"),
+        ("quality-4b-days", "/admin/quality/qualityday/"),
+        ("quality-5-api-partner", "/api/v1/partners/RELOADER/quality/"),
+        ("quality-6-api-findings", "/api/v1/quality/findings/"),
+    ]
+    for name, path in pages:
+        page.goto(f"{base}{path}")
+        page.screenshot(path=shots / f"{name}.png", full_page=True)
+        page.screenshot(path=shots / f"{name}-top.png")  # the first screen, at its size: easier to look at
+        assert fits(page), name
+        CHECKS[name](page, language, big_day)
+        if name.startswith("quality-5") or name.startswith("quality-6"):
+            assert page.inner_text(".page-header h1") == API_TITLES[language][name], name
+        elif language != "en":
+            text = page.inner_text("#content").lower()  # headings are upper-cased by the admin's CSS
+            assert not [word for word in ENGLISH if word.lower() in text], name
+    context.close()
+
+
+def resolve_one(browser, base: str, language: str, finding: int, status: str) -> None:
+    """Resolve a finding through its form; the list then says so and shows who resolved it."""
+    context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    page.goto(f"{base}/admin/")
+    page.fill("#id_username", REVIEWER[0])
+    page.fill("#id_password", REVIEWER[1])
+    page.click("input[type=submit]")
+    if page.locator("#language-select").input_value() != language:
+        with page.expect_navigation():
+            page.select_option("#language-select", language)
+    page.goto(f"{base}/admin/quality/finding/{finding}/change/")
+    page.select_option("#id_status", status)
+    page.fill("#id_reason", "checked the addresses")
+    with page.expect_navigation():
+        page.click("input[name=_save]")
+    shots = SCREENS / language
+    page.screenshot(path=shots / "quality-7-resolved.png", full_page=True)
+    assert fits(page)
+    row = page.locator("#result_list tbody tr", has=page.locator(f"a[href$='/{finding}/change/']"))
+    assert cells(row, "td.field-status") == [{"en": status, "zh-hans": "已排除"}[language]]
+    assert cells(row, "td.field-resolved_column")[0].split()[0] == REVIEWER[0]
+    context.close()
+
+
+def cells(page, selector: str) -> list[str]:
+    return [text.strip() for text in page.locator(selector).all_inner_texts()]
+
+
+def dashboard(page, language: str, big_day: dt.date) -> None:
+    """The open findings, the partners with most and what they broke, the spike and the drop with their factor."""
+    # The English walk ends by confirming the bot farm's finding: the Chinese one sees five open.
+    worst = (
+        ["RELOADER", "STUFFER", "BOTFARM", "ROTATOR"]
+        if language == "en"
+        else ["RELOADER", "STUFFER", "ROTATOR"]
+    )
+    assert cells(page, "#quality-worst tbody th") == worst
+    assert cells(page, "#quality-worst td.count") == ["2", "2", "1", "1"][: len(worst)]
+    rules = cells(page, "#quality-worst td.rules")[0]  # the reloader's: address concentration, repeat views
+    assert len(rules.split(",")) == 2
+    assert page.locator("#quality-open").inner_text().split()[0] == ("6" if language == "en" else "5")
+    assert cells(page, "#quality-changes tbody th") == ["SPIKER", "DROPPER"]
+    assert [c.split()[-1] for c in cells(page, "#quality-changes td.change")] == ["×5", "÷15"]
+    assert cells(page, "#quality-changes td.views") == ["600", "20"]
+    assert cells(page, "#quality-changes td.median") == ["120", "300"]
+
+
+def partner_page(page, language: str, big_day: dt.date) -> None:
+    """The reloader's day: counts grouped, shares as percentages, its findings against their thresholds, and
+    the evidence: its one busiest address with every view; a large partner's earlier day grouped by thousands."""
+    day = page.locator("#quality-days tbody tr[data-date]:not(.evidence)").first
+    assert day.locator("td.pv").inner_text() == "200"
+    assert day.locator("td.repeats").inner_text().split() == ["199", "99.5%"]
+    assert day.locator("td.top-share").inner_text() == "100%"
+    found = [text.split("·")[0].split()[-3:] for text in cells(day, "td.findings .finding")]
+    assert found == [["100%", "(>", "50%)"], ["99.5%", "(>", "30%)"]]
+    busiest = page.locator("tr.evidence .busiest tbody tr").first
+    assert cells(busiest, "td") == ["198.18.0.7", "200", "100%"]
+    big = page.locator(f"#quality-days tr[data-date='{big_day}']:not(.evidence)")
+    assert big.locator("td.pv").inner_text() == "12,345"
+    assert big.locator("td.automated").inner_text().split() == ["1,234", "10%"]
+
+
+def stuffer_page(page, language: str, big_day: dt.date) -> None:
+    """The cookie stuffer's evidence: its 30 orders all under 10 s after the view, a median of 3 s."""
+    day = page.locator("#quality-days tbody tr[data-date]:not(.evidence)").first
+    assert (day.locator("td.orders").inner_text(), day.locator("td.median").inner_text()) == ("30", "3")
+    assert cells(page, "tr.evidence .to-order tbody td") == ["30", "0", "0", "0", "0", "0"]
+
+
+def to_review(page, language: str, big_day: dt.date) -> None:
+    """Every finding with its value in its rule's unit and the side of the threshold that breaks it."""
+    rows = [
+        [cells(row, "th")[0], *cells(row, "td.field-value_column"), *cells(row, "td.field-threshold_column")]
+        for row in page.locator("#result_list tbody tr").all()
+    ]
+    assert rows == [
+        ["BOTFARM", "40%", "> 20%"],
+        ["RELOADER", "100%", "> 50%"],
+        ["RELOADER", "99.5%", "> 30%"],
+        ["ROTATOR", "100%", "> 20%"],
+        ["STUFFER", "×10", "> ×5"],
+        ["STUFFER", *(["3 s", "< 10 s"] if language == "en" else ["3 秒", "< 10 秒"])],
+    ]
+    assert page.locator("#quality-list-help").is_visible()
+
+
+def resolve(page, language: str, big_day: dt.date) -> None:
+    """The reloader's repeats: how to resolve it, its value against the threshold, the evidence in words."""
+    assert page.locator("#quality-resolve-help li").count() == 2
+    assert page.locator(".field-value_column .readonly").inner_text() == "99.5%"
+    assert page.locator(".field-threshold_column .readonly").inner_text() == "> 30%"
+    evidence = page.locator(".field-evidence .readonly").inner_text()
+    assert "99.5%" in evidence and "198.18.0.7 (200)" in evidence
+    assert "RELOADER" in page.locator("#content h2").inner_text()
+
+
+def days_list(page, language: str, big_day: dt.date) -> None:
+    """Every partner-day's signals: the large day's counts grouped, its share a percentage."""
+    row = page.locator("#result_list tbody tr", has_text="12,345")
+    assert cells(row, "td.field-automated_column") == ["1,234 (10%)"]
+    assert cells(row, "td.field-top_share") == ["0%"]
+    assert cells(row, "td.field-date_column") == [f"{big_day}"]  # not reconciled: no mark
+    reconciled = page.locator("#result_list tbody tr", has_text="RELOADER").first
+    assert cells(reconciled, "td.field-date_column")[0].endswith("✓")
+
+
+def api_partner(page, language: str, big_day: dt.date) -> None:
+    """The reloader's days as JSON: the shares stay fractions (the contract), the title in the reader's language."""
+    text = page.inner_text("#content")
+    assert '"top_addresses_share": 1.0' in text and '"repeat_pv": 199' in text
+
+
+def api_findings(page, language: str, big_day: dt.date) -> None:
+    text = page.inner_text("#content")
+    assert '"count": 6' in text and '"partner": "STUFFER"' in text
+
+
+CHECKS = {
+    "quality-1-dashboard": dashboard,
+    "quality-2-partner-page": partner_page,
+    "quality-2b-stuffer-page": stuffer_page,
+    "quality-3-to-review": to_review,
+    "quality-4-resolve": resolve,
+    "quality-4b-days": days_list,
+    "quality-5-api-partner": api_partner,
+    "quality-6-api-findings": api_findings,
+}
