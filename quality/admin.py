@@ -2,14 +2,20 @@
 
 A finding is the one row staff change: its status (cleared or confirmed) and the reason, both required
 together; who resolved it and when are kept from the request, not typed. Nothing here adds or deletes a row.
+Once a confirmation has committed, the partner-day's unpaid commissions are reversed (``settle_review``); a
+cleared finding releases them at the next statement close.
 """
+
+from functools import partial
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from conversions.public import settle_review
 from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from quality.models import Finding, ListedNetwork, QualityDay
@@ -116,6 +122,10 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Finding, form: forms.ModelForm, change: bool) -> None:
         if "status" in form.changed_data and obj.status != Finding.Status.OPEN:
             obj.resolved_by_id, obj.resolved_at = request.user.pk, timezone.now()
+            if obj.status == Finding.Status.CONFIRMED:
+                # After the commit, in a transaction of its own that takes the ledger gate first; if it is lost,
+                # the next statement close reverses the same entries.
+                transaction.on_commit(partial(settle_review, partner_id=obj.partner_id, day=obj.date))
         super().save_model(request, obj, form, change)
 
 
