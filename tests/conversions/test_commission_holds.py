@@ -12,8 +12,10 @@ December: SO-5  A1 on Dec 3:               A1 100, A 20
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import User
 from django.db.models import Sum
 from django.test import Client
+from rest_framework.test import APIClient
 
 from conversions import ledger
 from conversions.models import CommissionHold, LedgerEntry, Statement
@@ -241,3 +243,55 @@ def test_confirming_in_the_admin_reverses_once_the_decision_commits(
             == 302
         )
     assert not LedgerEntry.objects.filter(reason="quality_reversal", partner=november["A1"]).exists()
+
+
+def test_the_api_and_the_admin_show_what_was_held_released_and_reversed(november):
+    close_month(month=NOV, now=at("2026-12-08 00:00"))
+    resolve(november["a1_finding"], "cleared", "2026-12-09 10:00")
+    close_month(month=DEC, now=at("2027-01-08 00:00"))
+    client = APIClient()
+    client.force_login(_superuser())
+    body = client.get("/api/v1/partners/A1/statements/").json()
+    assert [
+        (
+            s["month"],
+            s["amount"],
+            s["rows"],
+            s["held_amount"],
+            s["held_rows"],
+            s["released_amount"],
+            s["released_rows"],
+        )
+        for s in body
+    ] == [("2026-12", 255, 1, 0, 0, 255, 1), ("2026-11", 510, 1, 255, 1, 0, 0)]
+    entries = client.get("/api/v1/partners/A1/statements/?month=2026-11").json()["results"]
+    assert [(e["order_id"], e["amount"], e["paid_in"]) for e in entries] == [
+        ("SO-1", 255, "2026-12"),  # held in November, released into December
+        ("SO-2", 510, "2026-11"),
+    ]
+    csv = (
+        b"".join(client.get("/api/v1/partners/A1/statements/?format=csv").streaming_content)
+        .decode()
+        .splitlines()
+    )
+    assert csv[0].endswith(
+        ",held_amount,held_rows,released_amount,released_rows,reversed_amount,reversed_rows"
+    )
+    assert csv[2].startswith("A1,2026-11,510,1,") and csv[2].endswith(",255,1,0,0,0,0")
+    # A still-held entry is paid nowhere yet.
+    b_entries = client.get("/api/v1/partners/B/statements/?month=2026-11").json()["results"]
+    assert [(e["amount"], e["paid_in"]) for e in b_entries] == [(300, None)]
+
+    admin = Client()
+    admin.force_login(User.objects.get(username="auditor"))
+    page = admin.get("/admin/conversions/statement/?month=2026-11").content.decode()
+    assert "Held for review" in page and "2.55" in page
+    holds = admin.get("/admin/conversions/commissionhold/").content.decode()
+    assert "SO-1" in holds and "SO-3" in holds and "quality-finding-" in holds
+
+
+def _superuser():
+    user = create_staff("auditor")
+    user.is_superuser = True
+    user.save()
+    return user
