@@ -123,9 +123,11 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
         if "status" in form.changed_data and obj.status != Finding.Status.OPEN:
             obj.resolved_by_id, obj.resolved_at = request.user.pk, timezone.now()
             if obj.status == Finding.Status.CONFIRMED:
-                # After the commit, in a transaction of its own that takes the ledger gate first; if it is lost,
-                # the next statement close reverses the same entries.
-                transaction.on_commit(partial(settle_review, partner_id=obj.partner_id, day=obj.date))
+                # After the commit, in a transaction of its own that takes the ledger gate first. Robust: the
+                # decision stands if it fails (logged), and the next statement close reverses the same entries.
+                transaction.on_commit(
+                    partial(settle_review, partner_id=obj.partner_id, day=obj.date), robust=True
+                )
         super().save_model(request, obj, form, change)
 
 
