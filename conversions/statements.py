@@ -38,12 +38,15 @@ class ClosedMonth:
     amount: int
     rows: int
     newly_closed: bool
+    held: int = 0  # kept back for a traffic review (Statement.held_amount), in ``held_rows`` entries
+    held_rows: int = 0
 
     def summary(self) -> str:
         what = "closed" if self.newly_closed else "was already closed"
+        held = f", held {self.held} in {self.held_rows} ledger entries" if self.held_rows else ""
         return (
             f"{self.month:%Y-%m} {what}: {self.statements} statements, {self.rows} ledger entries, "
-            f"amount {self.amount} (minor units of {conversion_setting('REPORTING_CURRENCY')})"
+            f"amount {self.amount} (minor units of {conversion_setting('REPORTING_CURRENCY')}){held}"
         )
 
 
@@ -60,10 +63,20 @@ def closable_from(month: dt.date) -> dt.datetime:
 
 def _existing(month: dt.date) -> ClosedMonth:
     totals = Statement.objects.filter(month=month).aggregate(
-        statements=Count("id"), amount=Sum("amount"), rows=Sum("rows")
+        statements=Count("id"),
+        amount=Sum("amount"),
+        rows=Sum("rows"),
+        held=Sum("held_amount"),
+        held_rows=Sum("held_rows"),
     )
     return ClosedMonth(
-        month, totals["statements"], totals["amount"] or 0, totals["rows"] or 0, newly_closed=False
+        month,
+        totals["statements"],
+        totals["amount"] or 0,
+        totals["rows"] or 0,
+        newly_closed=False,
+        held=totals["held"] or 0,
+        held_rows=totals["held_rows"] or 0,
     )
 
 
@@ -137,6 +150,8 @@ def close_month(*, month: dt.date, now: dt.datetime) -> ClosedMonth:
         sum(s.amount for s in statements),
         sum(s.rows for s in statements),
         newly_closed=True,
+        held=sum(s.held_amount for s in statements),
+        held_rows=sum(s.held_rows for s in statements),
     )
     logger.info("%s", closed.summary())
     return closed

@@ -107,7 +107,11 @@ def resolve(finding: Finding, status: str, when: str) -> None:
 
 
 def test_open_findings_hold_then_cleared_is_paid_next_month_and_confirmed_is_reversed(november):
-    close_month(month=NOV, now=at("2026-12-08 00:00"))
+    closed = close_month(month=NOV, now=at("2026-12-08 00:00"))
+    assert closed.summary() == (
+        "2026-11 closed: 4 statements, 4 ledger entries, amount 720 (minor units of CNY), "
+        "held 600 in 3 ledger entries"
+    )
     # A1's Nov 5 order held with its upline's share; A2's order of the same day and A1's of Nov 6 are paid.
     nov = {
         "A1": figures(amount=510, rows=1, held=255, held_rows=1),
