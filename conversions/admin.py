@@ -25,6 +25,7 @@ from conversions import dashboard  # noqa: F401 — registers the dashboard and 
 from conversions.conf import conversion_setting
 from conversions.explain import buyer_reference, decimal_text, explain, money
 from conversions.models import (
+    CommissionHold,
     ExchangeRate,
     HeldRefund,
     LedgerEntry,
@@ -332,7 +333,17 @@ class MonthFilter(admin.SimpleListFilter):
 
 @admin.register(Statement)
 class StatementAdmin(ReadOnlyAdmin):
-    list_display = ["month_column", "partner_column", "amount_column", "rows", "closed_at"]
+    list_display = [
+        "month_column",
+        "partner_column",
+        "amount_column",
+        "rows",
+        "held_column",
+        "held_rows",
+        "released_column",
+        "reversed_column",
+        "closed_at",
+    ]
     list_filter = [MonthFilter, PartnerFilter]
     search_fields = ["partner__code", "partner__name"]
     list_select_related = ["partner"]
@@ -344,6 +355,12 @@ class StatementAdmin(ReadOnlyAdmin):
         (_("currency"), "reporting_currency"),
         (_("amount (minor units)"), "amount"),
         (_("ledger entries"), "rows"),
+        (_("held amount (minor units)"), "held_amount"),
+        (_("held entries"), "held_rows"),
+        (_("released amount (minor units)"), "released_amount"),
+        (_("released entries"), "released_rows"),
+        (_("reversed amount (minor units)"), "reversed_amount"),
+        (_("reversed entries"), "reversed_rows"),
         (_("closed at"), "closed_at"),
     ]
 
@@ -365,6 +382,69 @@ class StatementAdmin(ReadOnlyAdmin):
     @admin.display(description=_("amount"), ordering="amount")
     def amount_column(self, obj: Statement) -> str:
         return money(obj.amount, reporting_currency())
+
+    @admin.display(description=_("held for review"), ordering="held_amount")
+    def held_column(self, obj: Statement) -> str:
+        return money(obj.held_amount, reporting_currency())
+
+    @admin.display(description=_("released amount"), ordering="released_amount")
+    def released_column(self, obj: Statement) -> str:
+        return money(obj.released_amount, reporting_currency())
+
+    @admin.display(description=_("reversed amount"), ordering="reversed_amount")
+    def reversed_column(self, obj: Statement) -> str:
+        return money(obj.reversed_amount, reporting_currency())
+
+
+@admin.register(CommissionHold)
+class CommissionHoldAdmin(ReadOnlyAdmin):
+    """Entries a traffic review kept out of a statement: released into a later one, or reversed."""
+
+    list_display = [
+        "order_column",
+        "partner_column",
+        "amount_column",
+        "review",
+        "held_from_column",
+        "released_in_column",
+        "reversal_column",
+    ]
+    search_fields = ["entry__partner__code", "=entry__order__order_id", "review"]
+    list_select_related = ["entry__partner", "entry__order", "reversal"]
+    csv_fields = [
+        (_("partner code"), "entry__partner__code"),
+        (_("order id"), "entry__order__order_id"),
+        (_("amount (minor units)"), "entry__amount"),
+        (_("review"), "review"),
+        (_("held from the statement of"), "held_from"),
+        (_("paid in the statement of"), "released_in"),
+        (_("reversal"), "reversal__source_event_id"),
+        (_("created at"), "created_at"),
+    ]
+
+    @admin.display(description=_("order id"), ordering="entry__order__order_id")
+    def order_column(self, obj: CommissionHold) -> str:
+        return obj.entry.order.order_id
+
+    @admin.display(description=_("held from the statement of"), ordering="held_from")
+    def held_from_column(self, obj: CommissionHold) -> str:
+        return obj.held_from.strftime("%Y-%m") if obj.held_from else "-"
+
+    @admin.display(description=_("paid in the statement of"), ordering="released_in")
+    def released_in_column(self, obj: CommissionHold) -> str:
+        return obj.released_in.strftime("%Y-%m") if obj.released_in else "-"
+
+    @admin.display(description=_("reversal"), ordering="reversal__source_event_id")
+    def reversal_column(self, obj: CommissionHold) -> str:
+        return obj.reversal.source_event_id if obj.reversal else "-"
+
+    @admin.display(description=_("partner"), ordering="entry__partner__code")
+    def partner_column(self, obj: CommissionHold) -> str:
+        return _partner_link(obj.entry.partner)
+
+    @admin.display(description=_("amount"), ordering="entry__amount")
+    def amount_column(self, obj: CommissionHold) -> str:
+        return money(obj.entry.amount, reporting_currency())
 
 
 @admin.register(ExchangeRate)

@@ -30,6 +30,7 @@ from conversions.selectors import (
     OrderWithMoney,
     month_is_closed,
     order_list,
+    paid_in,
     statement_entries,
     subtree_orders,
 )
@@ -156,9 +157,32 @@ def _page_of(name: str, fields: dict) -> serializers.Serializer:
 
 _STATEMENT_FIELDS = {
     "month": serializers.CharField(help_text="YYYY-MM"),
-    "amount": serializers.IntegerField(help_text=f"The sum of the month's ledger entries. {_MONEY}"),
-    "rows": serializers.IntegerField(help_text="How many ledger entries."),
+    "amount": serializers.IntegerField(
+        help_text=(
+            "What the month pays: the sum of its ledger entries, less those held or reversed by a traffic "
+            f"review, plus those released from an earlier statement. {_MONEY}"
+        )
+    ),
+    "rows": serializers.IntegerField(help_text="How many ledger entries make up amount."),
     "closed_at": serializers.DateTimeField(),
+    "held_amount": serializers.IntegerField(
+        help_text=(
+            "The month's entries kept out of amount at the close because their partner-day had an open "
+            f"traffic finding: paid by a later statement once cleared (released), or reversed. {_MONEY}"
+        )
+    ),
+    "held_rows": serializers.IntegerField(help_text="How many entries were held."),
+    "released_amount": serializers.IntegerField(
+        help_text=f"Entries held by an earlier statement and cleared since: included in amount. {_MONEY}"
+    ),
+    "released_rows": serializers.IntegerField(help_text="How many released entries rows includes."),
+    "reversed_amount": serializers.IntegerField(
+        help_text=(
+            "Entries booked in the month that a confirmed finding cancelled, and the quality_reversal entries "
+            f"booked in it: never paid. {_MONEY}"
+        )
+    ),
+    "reversed_rows": serializers.IntegerField(help_text="How many reversed and reversal entries."),
 }
 _ENTRY_FIELDS = {
     "order_id": serializers.CharField(),
@@ -169,6 +193,13 @@ _ENTRY_FIELDS = {
     "event_date": serializers.DateField(),
     "booked_date": serializers.DateField(
         help_text="The event's day, or the first open day when its month was already closed."
+    ),
+    "paid_in": serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "YYYY-MM of the statement that pays the entry: its own month, or a later one after a traffic "
+            "finding held it and was cleared; null while held, and for reversed and reversal entries."
+        ),
     ),
 }
 
@@ -297,6 +328,12 @@ def _statement_row(statement: Statement) -> dict:
         "amount": statement.amount,
         "rows": statement.rows,
         "closed_at": to_local(statement.closed_at).isoformat(),
+        "held_amount": statement.held_amount,
+        "held_rows": statement.held_rows,
+        "released_amount": statement.released_amount,
+        "released_rows": statement.released_rows,
+        "reversed_amount": statement.reversed_amount,
+        "reversed_rows": statement.reversed_rows,
     }
 
 
@@ -309,6 +346,7 @@ def _entry_row(entry: LedgerEntry) -> dict:
         "event_ts": to_local(entry.event_ts).isoformat(),
         "event_date": entry.event_date.isoformat(),
         "booked_date": entry.booked_date.isoformat(),
+        "paid_in": paid_in(entry),
     }
 
 

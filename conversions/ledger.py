@@ -3,7 +3,9 @@
 A ``paid`` event appends one ``COMMISSION`` entry per chain partner: its share of the commission of the paid
 amount. A refund or cancellation appends, per partner, its share of the commission of the new net minus what
 its entries already hold (nothing when that is zero), so each partner's entries of an order always add up to
-its share of the commission of the order's current net.
+its share of the commission of the order's current net. Reversals of a confirmed traffic review
+(``quality_reversal``, ``conversions.holds``) stand apart: each cancels one entry so that it is never paid, and
+the difference a later refund appends leaves them out (it is then reversed as well, at the latest at the close).
 
 Booking and closing a month keep in step through one row, ``LedgerGate``: a transaction that books entries
 holds it in share mode from its first statement (``books_open``), ``close_month`` holds it exclusively while it
@@ -113,7 +115,10 @@ def append_difference(
     """Append, per chain partner, its share of the commission of ``net_reporting`` minus what it holds."""
     held: dict[int, int] = defaultdict(int)
     for partner_id, total in (
-        LedgerEntry.objects.filter(order=order).values_list("partner_id").annotate(total=Sum("amount"))
+        LedgerEntry.objects.filter(order=order)
+        .exclude(reason=LedgerEntry.Reason.QUALITY_REVERSAL)
+        .values_list("partner_id")
+        .annotate(total=Sum("amount"))
     ):
         held[partner_id] = total
     changes = [

@@ -151,6 +151,8 @@ class LedgerEntry(models.Model):
         COMMISSION = "commission", _("commission on a sale")
         REFUND = "refund", _("refund")
         CANCELLATION = "cancellation", _("cancellation")
+        # Cancels one held or unpaid entry of a partner-day whose traffic review was confirmed (``CommissionHold``).
+        QUALITY_REVERSAL = "quality_reversal", _("reversed after a traffic review")
 
     order = models.ForeignKey(Order, verbose_name=_("order"), on_delete=models.PROTECT, related_name="ledger")
     partner = models.ForeignKey(
@@ -195,7 +197,12 @@ class MonthClose(models.Model):
 
 
 class Statement(models.Model):
-    """What a partner is owed for a closed month: the sum of its ledger entries booked in it."""
+    """What a partner is owed for a closed month: the sum of its ledger entries booked in it, less those a traffic
+    review held or reversed, plus those held from an earlier statement and released since (``CommissionHold``).
+
+    For every statement: the entries booked in its month add up to ``amount - released_amount + held_amount +
+    reversed_amount`` (and the same for the row counts).
+    """
 
     partner = models.ForeignKey(
         Partner, verbose_name=_("partner"), on_delete=models.PROTECT, related_name="statements"
@@ -203,6 +210,15 @@ class Statement(models.Model):
     month = models.DateField(verbose_name=_("month"))  # its first day
     amount = models.BigIntegerField(verbose_name=_("amount"))
     rows = models.PositiveIntegerField(verbose_name=_("ledger entries"))
+    # Entries booked in the month that an open traffic review kept out of ``amount`` at the close.
+    held_amount = models.BigIntegerField(verbose_name=_("held amount"), default=0)
+    held_rows = models.PositiveIntegerField(verbose_name=_("held entries"), default=0)
+    # Entries held from an earlier statement whose review was cleared since: part of ``amount`` and ``rows``.
+    released_amount = models.BigIntegerField(verbose_name=_("released amount"), default=0)
+    released_rows = models.PositiveIntegerField(verbose_name=_("released entries"), default=0)
+    # Entries booked in the month that a confirmed review cancelled, and the reversals booked in it: never paid.
+    reversed_amount = models.BigIntegerField(verbose_name=_("reversed amount"), default=0)
+    reversed_rows = models.PositiveIntegerField(verbose_name=_("reversed entries"), default=0)
     closed_at = models.DateTimeField(verbose_name=_("closed at"), auto_now_add=True)
 
     class Meta:
@@ -213,6 +229,48 @@ class Statement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.partner_id} {self.month:%Y-%m}"
+
+
+class CommissionHold(models.Model):
+    """A ledger entry not paid in its month's statement because its order's partner-day was under review.
+
+    Written by ``close_month`` for an entry whose review is open at the close (``held_from``: that month), or by
+    a confirmed review before the entry was paid (``held_from`` empty). Then set once, never cleared: the month
+    whose statement paid it after the review was cleared (``released_in``), or the ``reversal`` entry that
+    cancels it. The entry itself is never changed.
+    """
+
+    entry = models.OneToOneField(
+        LedgerEntry, verbose_name=_("ledger entry"), on_delete=models.PROTECT, related_name="hold"
+    )
+    held_from = models.DateField(verbose_name=_("held from the statement of"), null=True, blank=True)
+    released_in = models.DateField(verbose_name=_("paid in the statement of"), null=True, blank=True)
+    reversal = models.OneToOneField(
+        LedgerEntry,
+        verbose_name=_("reversal"),
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="reverses",
+    )
+    # What the review said, as the reviewing app names it (e.g. "quality finding 12 (automated)").
+    review = models.CharField(verbose_name=_("review"), max_length=200, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("held commission")
+        verbose_name_plural = _("held commissions")
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["held_from"]), models.Index(fields=["released_in"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(released_in__isnull=True) | models.Q(reversal__isnull=True),
+                name="hold_released_or_reversed",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} held from {self.held_from}"
 
 
 class OrderDrift(models.Model):

@@ -281,6 +281,17 @@ def statement_entries(*, partner: Partner, first: dt.date, last: dt.date) -> Que
     """The ledger entries of ``partner`` booked from ``first`` to ``last``: what its statement adds up."""
     return (
         LedgerEntry.objects.filter(partner=partner, booked_date__gte=first, booked_date__lte=last)
-        .select_related("order")
+        .select_related("order", "hold")
         .order_by("booked_date", "id")
     )
+
+
+def paid_in(entry: LedgerEntry) -> str | None:
+    """YYYY-MM of the statement that pays ``entry`` (of a closed month, with ``hold`` selected): its own
+    month, or the one a cleared review released it into; None while held, and for reversed or reversal rows."""
+    if entry.reason == LedgerEntry.Reason.QUALITY_REVERSAL:
+        return None
+    hold = getattr(entry, "hold", None)  # the reverse one-to-one raises, not None, when there is no hold
+    if hold is None:
+        return entry.booked_date.strftime("%Y-%m")
+    return hold.released_in.strftime("%Y-%m") if hold.released_in else None

@@ -2,13 +2,17 @@
 
 A finding is the one row staff change: its status (cleared or confirmed) and the reason, both required
 together; who resolved it and when are kept from the request, not typed. Nothing here adds or deletes a row.
+Once a confirmation has committed, the partner-day's unpaid commissions are reversed (``settle_review``); a
+cleared finding releases them at the next statement close.
 """
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import floatformat
 from django.urls import reverse
@@ -18,6 +22,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import localtime
 from django.utils.translation import gettext_lazy as _
 
+from conversions.public import settle_review
 from cpsproject.common.admin_csv import CsvExportMixin, ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.labels import Label
@@ -195,6 +200,12 @@ class FindingAdmin(CsvExportMixin, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Finding, form: forms.ModelForm, change: bool) -> None:
         if "status" in form.changed_data and obj.status != Finding.Status.OPEN:
             obj.resolved_by_id, obj.resolved_at = request.user.pk, timezone.now()
+            if obj.status == Finding.Status.CONFIRMED:
+                # After the commit, in a transaction of its own that takes the ledger gate first. Robust: the
+                # decision stands if it fails (logged), and the next statement close reverses the same entries.
+                transaction.on_commit(
+                    partial(settle_review, partner_id=obj.partner_id, day=obj.date), robust=True
+                )
         super().save_model(request, obj, form, change)
 
 

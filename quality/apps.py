@@ -8,11 +8,15 @@ class QualityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from conversions.public import register_commission_reviews
         from quality.counting import queue_quality
         from quality.recount import recount
+        from quality.selectors import commission_reviews
         from stats.plugins import register_counter, register_day_recount
 
         register_counter("traffic quality", event_type="pv", queue=queue_quality)
         register_day_recount("traffic quality", recount)
+        # An open finding holds its partner-day's commissions from the statement; a confirmed one reverses them.
+        register_commission_reviews(commission_reviews)
         # The panels and /metrics figures: registered here, as the admin may not load in every process.
         from quality import dashboard  # noqa: F401

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+from conversions.public import REVIEW_CONFIRMED, REVIEW_OPEN, Review
 from quality.models import Finding, QualityDay
 
 
@@ -32,3 +33,25 @@ def findings_by_day(*, partner_id: int, start: dt.date, end: dt.date) -> dict[dt
     for finding in Finding.objects.filter(partner_id=partner_id, date__range=(start, end)).order_by("rule"):
         found.setdefault(finding.date, []).append(finding)
     return found
+
+
+def commission_reviews(start: dt.date, end: dt.date) -> dict[tuple[int, dt.date], Review]:
+    """The partner-days from start to end whose commissions wait (an open finding) or are reversed (a confirmed
+    one, which wins): what ``conversions`` asks at each statement close. A cleared finding holds nothing."""
+    reviews: dict[tuple[int, dt.date], Review] = {}
+    findings = (
+        Finding.objects.filter(date__range=(start, end))
+        .exclude(status=Finding.Status.CLEARED)
+        .values_list("id", "partner_id", "date", "status")
+        .order_by("id")
+    )
+    for finding_id, partner_id, date, status in findings:
+        key = (partner_id, date)
+        if key in reviews and reviews[key].status == REVIEW_CONFIRMED:
+            continue  # the first confirmed finding names the reversals
+        if status == Finding.Status.CONFIRMED or key not in reviews:
+            confirmed = status == Finding.Status.CONFIRMED
+            reviews[key] = Review(
+                REVIEW_CONFIRMED if confirmed else REVIEW_OPEN, f"quality-finding-{finding_id}"
+            )
+    return reviews

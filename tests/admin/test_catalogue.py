@@ -64,7 +64,7 @@ PRODUCT_TERMS = {
 }  # fmt: skip
 API_WORDS = {
     "start", "end", "date", "month", "partner", "parent", "level", "window", "scope", "precision", "limit",
-    "page", "format", "user_type", "user_id", "code", "name",
+    "page", "format", "user_type", "user_id", "code", "name", "status",
     "json", "api", "csv", "yaml", "html", "tree", "self", "client", "office",
 }  # fmt: skip
 _PLACEHOLDER = re.compile(r"%\([a-z_]+\)[-#0 +]*\d*(?:\.\d+)?[sdfr]|\{[a-z_]+\}")

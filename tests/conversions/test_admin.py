@@ -231,9 +231,11 @@ def test_the_statement_list_and_its_csv_what_finance_pays_from(orders):
     response = client.get("/admin/conversions/statement/export.csv?month=2026-10")
     lines = b"".join(response.streaming_content).decode("utf-8-sig").splitlines()
     assert [line.rsplit(",", 1)[0] for line in lines] == [
-        "month,partner code,partner name,currency,amount (minor units),ledger entries",
-        "2026-10,A,Partner A,CNY,1234567,3",
-        "2026-10,B,Partner B,CNY,-500,1",
+        "month,partner code,partner name,currency,amount (minor units),ledger entries,held amount (minor units),"
+        "held entries,released amount (minor units),released entries,reversed amount (minor units),"
+        "reversed entries",
+        "2026-10,A,Partner A,CNY,1234567,3,0,0,0,0,0,0",
+        "2026-10,B,Partner B,CNY,-500,1,0,0,0,0,0,0",
     ]
 
 

@@ -247,7 +247,19 @@ def test_statements_list_the_closed_months_and_their_entries(scenario):
     body = client.get("/api/v1/partners/A1/statements/").json()
     statement = Statement.objects.get(partner__code="A1")
     assert body == [
-        {"month": "2026-11", "amount": 337, "rows": 4, "closed_at": to_local(statement.closed_at).isoformat()}
+        {
+            "month": "2026-11",
+            "amount": 337,
+            "rows": 4,
+            "closed_at": to_local(statement.closed_at).isoformat(),
+            # Nothing under a traffic review: nothing held, released or reversed.
+            "held_amount": 0,
+            "held_rows": 0,
+            "released_amount": 0,
+            "released_rows": 0,
+            "reversed_amount": 0,
+            "reversed_rows": 0,
+        }
     ]
     entries = client.get("/api/v1/partners/A1/statements/?month=2026-11").json()
     assert entries["count"] == 4
