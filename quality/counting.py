@@ -2,10 +2,12 @@
 
 Per Kafka partition's share of a batch, views are added up in memory (``DayTally``), then queued on
 ``writes.fenced`` under the partition's tag, so they move in one MULTI/EXEC with its next offset and count
-exactly once through a consumer killed at any point: one ``signals.lua`` call per partner-day, its arguments
-one JSON document, that adds the counts and each address's views and compares each buyer's view with its
-latest one (one command per partner-day rather than one per address keeps the batch's commands few). The
-index member goes on ``writes.idempotent`` (SADD: a replay adds nothing).
+exactly once through a consumer killed at any point: one ``signals.lua`` call for all the partner-days of
+the partition's share, its arguments plain strings, that adds the counts and each address's views and compares
+each buyer's views with its latest one (one HMGET and one HSET per partner-day). A partner-day gets a few
+views per batch, so a call per partner-day or a command per view cost Redis more than the writes themselves
+(``bench/quality_cost.md``). The index members go on ``writes.idempotent`` in one SADD (a replay adds
+nothing).
 
 Repeats are exact within a partition for views that arrive in time order; a buyer whose views land on two
 partitions, or a view that arrives after a later one, is counted by the exact recount (``recount``) only.
