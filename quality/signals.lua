@@ -1,7 +1,8 @@
 -- Apply one Kafka partition's share of a batch to the signals of every partner-day it holds, in the partition's
 -- MULTI/EXEC: one call per partition and batch (a partner-day gets ~3 views per batch, so a call per
 -- partner-day cost more in its own set-up than in its writes).
--- KEYS: per partner-day, its signals hash, its address sorted set and its last-view hash (openid -> seconds).
+-- KEYS: per partner-day, its signals hash, its address hash (address -> views) and its last-view hash
+-- (openid -> seconds).
 -- ARGV[1]: the repeat window in seconds, ARGV[2]: the TTL; then per partner-day, in the order of KEYS:
 --   h, a, o (how many hash increments, addresses and openids follow), h pairs (field, n), a pairs (address,
 --   views), then per openid: openid, k, its k view times in time order.
@@ -39,7 +40,7 @@ for day = 1, #KEYS, 3 do
   at = at + 2 * h
   if a > 0 then
     for i = at, at + 2 * a - 1, 2 do
-      redis.call('ZINCRBY', addresses, ARGV[i + 1], ARGV[i])
+      redis.call('HINCRBY', addresses, ARGV[i], ARGV[i + 1])
     end
     redis.call('EXPIRE', addresses, ttl)
     at = at + 2 * a

@@ -5,10 +5,12 @@ import json
 
 import pytest
 
+from quality import keys as quality_keys
 from quality.flush import flush_quality
 from quality.models import QualityDay
 from quality.networks import import_networks
 from stats.jobs.reconcile import reconcile
+from stats.keys import partition_tag
 from stats.pipeline.ingest import Message, process_batch
 from tests.factories import at, create_tree, feed, pv_event
 
@@ -117,6 +119,19 @@ def test_repeats_across_batches_of_one_partition_compare_with_the_latest_view(re
     feed([view("10:05:20", "A1", "o-2")], now=NOON)
     flush_quality(now=NOON)
     assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (7, 3)
+
+
+def test_addresses_counted_before_the_upgrade_in_a_sorted_set_still_add_up_and_go(redis_client):
+    create_tree()
+    feed([view("10:00:00", "A1", "o-1", ip="203.0.113.7")], now=NOON, partition=0)
+    # What the code before the address hash left for the same partner-day and partition: 2 views.
+    old = quality_keys.addresses_sorted(partition_tag(0), "A1", "20261121")
+    redis_client.zadd(old, {"203.0.113.7": 2, "203.0.113.8": 1})
+    flush_quality(now=NOON)
+    assert signals("A1")["top_addresses"] == [["203.0.113.7", 3], ["203.0.113.8", 1]]
+    reconcile(day=DAY, now=NEXT_DAY)
+    flush_quality(now=NEXT_DAY)
+    assert not redis_client.exists(old)
 
 
 def test_a_batch_read_again_after_a_crash_counts_once(redis_client):
