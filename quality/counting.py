@@ -2,10 +2,12 @@
 
 Per Kafka partition's share of a batch, views are added up in memory (``DayTally``), then queued on
 ``writes.fenced`` under the partition's tag, so they move in one MULTI/EXEC with its next offset and count
-exactly once through a consumer killed at any point: one ``signals.lua`` call per partner-day, its arguments
-one JSON document, that adds the counts and each address's views and compares each buyer's view with its
-latest one (one command per partner-day rather than one per address keeps the batch's commands few). The
-index member goes on ``writes.idempotent`` (SADD: a replay adds nothing).
+exactly once through a consumer killed at any point: one ``signals.lua`` call for all the partner-days of
+the partition's share, its arguments plain strings, that adds the counts and each address's views and compares
+each buyer's views with its latest one (one HMGET and one HSET per partner-day). A partner-day gets a few
+views per batch, so a call per partner-day or a command per view cost Redis more than the writes themselves
+(``bench/quality_cost.md``). The index members go on ``writes.idempotent`` in one SADD (a replay adds
+nothing).
 
 Repeats are exact within a partition for views that arrive in time order; a buyer whose views land on two
 partitions, or a view that arrives after a later one, is counted by the exact recount (``recount``) only.
@@ -14,8 +16,6 @@ partitions, or a view that arrives after a later one, is counted by the exact re
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
-
-import orjson
 
 from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import BatchClock
@@ -69,38 +69,47 @@ def tallies(events: Sequence[Event]) -> dict[tuple[str, str], DayTally]:
     return by_day
 
 
-def _arguments(tally: DayTally, window: int) -> bytes:
-    """The script's one JSON argument for a partner-day's tally: Redis reads it with its built-in cjson."""
-    counts: list[str | int] = ["pv", tally.pv]
+def _arguments(tally: DayTally) -> list[str | int]:
+    """A partner-day's share of the script's arguments (see ``signals.lua``): the counts, each address's views,
+    each buyer's view times in time order. Numbers go as text: Redis would format a Lua number back with
+    ``%.17g``."""
+    counts: list[str | int] = ["pv", str(tally.pv)]
     if tally.automated:
-        counts += ("automated", tally.automated)
+        counts += ("automated", str(tally.automated))
     if tally.listed:
-        counts += ("listed", tally.listed)
+        counts += ("listed", str(tally.listed))
     for quarter, views in tally.quarters.items():
-        counts += (keys.quarter_field(quarter), views)
+        counts += (keys.quarter_field(quarter), str(views))
     addresses: list[str | int] = []
     for address, views in tally.addresses.items():
-        addresses += (address, views)
-    buyers: list[str | int] = []
+        addresses += (address, str(views))
+    times: dict[str, list[str]] = {}
     for seconds, openid in sorted(tally.views):
-        buyers += (openid, seconds)
-    return orjson.dumps({"h": counts, "a": addresses, "v": buyers, "w": window, "t": keys.DAY_TTL})
+        times.setdefault(openid, []).append(str(seconds))
+    buyers: list[str | int] = []
+    for openid, seen in times.items():
+        buyers += (openid, str(len(seen)), *seen)
+    header = [str(len(counts) // 2), str(len(addresses) // 2), str(len(times))]
+    return header + counts + addresses + buyers
 
 
 def queue_quality(writes: CounterWrites, events: Sequence[Event], *, now: dt.datetime) -> None:
-    """Queue each partner-day's signals of one partition's ``pv`` events: one fenced script call each."""
+    """Queue the signals of one partition's ``pv`` events: one fenced script call for all its partner-days."""
     if not events:
         return
-    window = quality_setting("REPEAT_SECONDS")
     tag = writes.tag
     by_day = tallies(events)
+    if not by_day:
+        return
+    day_keys: list[str] = []
+    arguments: list[str | int] = [str(quality_setting("REPEAT_SECONDS")), str(keys.DAY_TTL)]
     for (code, day), tally in by_day.items():
-        writes.idempotent.sadd(keys.index(), keys.index_member(day, tag, code))
-        day_keys = [
+        day_keys += (
             keys.signals(tag, code, day),
             keys.addresses(tag, code, day),
             keys.last_views(tag, code, day),
-        ]
-        _signals.queue(writes.fenced, day_keys, [_arguments(tally, window)])
-    if by_day:
-        writes.idempotent.expire(keys.index(), keys.INDEX_TTL)
+        )
+        arguments += _arguments(tally)
+    writes.idempotent.sadd(keys.index(), *(keys.index_member(day, tag, code) for code, day in by_day))
+    writes.idempotent.expire(keys.index(), keys.INDEX_TTL)
+    _signals.queue(writes.fenced, day_keys, arguments)

@@ -67,10 +67,11 @@ def read_day(client: RedisClient, day: str, code: str, tags: list[str]) -> DayTa
     pipe = client.pipeline(transaction=False)
     for tag in tags:
         pipe.hgetall(keys.signals(tag, code, day))
-        pipe.zrange(keys.addresses(tag, code, day), 0, -1, withscores=True)
+        pipe.hgetall(keys.addresses(tag, code, day))
+        pipe.zrange(keys.addresses_sorted(tag, code, day), 0, -1, withscores=True)
     replies = pipe.execute()
     tally = DayTally()
-    for counts, addresses in zip(replies[::2], replies[1::2], strict=True):
+    for counts, hashed, ranked in zip(replies[::3], replies[1::3], replies[2::3], strict=True):
         numbers = {k.decode(): int(v) for k, v in counts.items()}
         tally.pv += numbers.get("pv", 0)
         tally.automated += numbers.get("automated", 0)
@@ -78,7 +79,7 @@ def read_day(client: RedisClient, day: str, code: str, tags: list[str]) -> DayTa
         tally.repeats += numbers.get("repeats", 0)
         for quarter in range(96):
             tally.quarters[quarter] += numbers.get(keys.quarter_field(quarter), 0)
-        for address, views in addresses:
+        for address, views in [*hashed.items(), *ranked]:
             tally.addresses[address.decode()] += int(views)
     return tally
 
@@ -165,6 +166,7 @@ def _delete_days(
             # One key a DELETE: redis-py's cluster pipeline refuses a multi-key one.
             deleted.delete(keys.signals(tag, code, day))
             deleted.delete(keys.addresses(tag, code, day))
+            deleted.delete(keys.addresses_sorted(tag, code, day))
             deleted.delete(keys.last_views(tag, code, day))
     deleted.execute()
 

@@ -8,7 +8,11 @@ figure is the sum over the partitions (addresses: the union of their sorted sets
     {P:pN}:q:{code}:{yyyyMMdd}        hash  pv, automated, repeats, listed: the partner's own views that day,
                                             those a crawler list recognises, repeats, views from listed networks;
                                             q0..q95: views per quarter hour (at most 100 fields: a listpack)
-    {P:pN}:q:{code}:{yyyyMMdd}:ips    zset  client address (canonical text) -> views that day
+    {P:pN}:q:{code}:{yyyyMMdd}:addr   hash  client address (canonical text) -> views that day (a hash, not a
+                                            sorted set: nobody reads its order, and HINCRBY costs Redis less
+                                            than ZINCRBY and half the memory)
+    {P:pN}:q:{code}:{yyyyMMdd}:ips    zset  the same, as written before the hash; the flush still adds and
+                                            deletes it, for the days counted across the upgrade
     {P:pN}:q:{code}:{yyyyMMdd}:last   hash  openid -> epoch seconds of its latest view through the partner that
                                             day (signals.lua reads and moves it)
     {P}:q:index                       set   "{yyyyMMdd}\\x1f{tag}\\x1f{code}": which partner-days each partition
@@ -36,6 +40,11 @@ def quarter_field(quarter: int) -> str:
 
 
 def addresses(tag: str, code: str, day: str) -> str:
+    return f"{tag}:q:{code}:{day}:addr"
+
+
+def addresses_sorted(tag: str, code: str, day: str) -> str:
+    """The address sorted set of the code before the hash: read and deleted by the flush, written no more."""
     return f"{tag}:q:{code}:{day}:ips"
 
 

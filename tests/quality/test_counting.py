@@ -5,10 +5,12 @@ import json
 
 import pytest
 
+from quality import keys as quality_keys
 from quality.flush import flush_quality
 from quality.models import QualityDay
 from quality.networks import import_networks
 from stats.jobs.reconcile import reconcile
+from stats.keys import partition_tag
 from stats.pipeline.ingest import Message, process_batch
 from tests.factories import at, create_tree, feed, pv_event
 
@@ -100,6 +102,36 @@ def test_a_day_of_signals_live_then_exact_after_reconcile(redis_client, redis_pr
     feed([view("23:00:00", "A1", "o-11", ip="203.0.113.9")], now=NEXT_DAY)
     flush_quality(now=NEXT_DAY)
     assert signals("A1") == live | {"repeat_pv": 2, "reconciled": True}
+
+
+def test_repeats_across_batches_of_one_partition_compare_with_the_latest_view(redis_client):
+    create_tree()
+    # o-1: a view exactly the window (30 s) after the previous one is a repeat, 31 s is not; its next batch is
+    # compared with its latest view of this batch (10:01:01), not its first.
+    feed(
+        [view(t, "A1", "o-1") for t in ("10:00:00", "10:00:30", "10:01:01")]
+        + [view("10:05:00", "A1", "o-2")],
+        now=NOON,
+    )
+    # o-1: 29 s after 10:01:01, a repeat. o-2: a view arriving after a later one is no repeat and leaves the
+    # latest view where it was (10:05:00), so o-2's 10:05:20 in the next batch is one.
+    feed([view("10:01:30", "A1", "o-1"), view("10:04:40", "A1", "o-2")], now=NOON)
+    feed([view("10:05:20", "A1", "o-2")], now=NOON)
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (7, 3)
+
+
+def test_addresses_counted_before_the_upgrade_in_a_sorted_set_still_add_up_and_go(redis_client):
+    create_tree()
+    feed([view("10:00:00", "A1", "o-1", ip="203.0.113.7")], now=NOON, partition=0)
+    # What the code before the address hash left for the same partner-day and partition: 2 views.
+    old = quality_keys.addresses_sorted(partition_tag(0), "A1", "20261121")
+    redis_client.zadd(old, {"203.0.113.7": 2, "203.0.113.8": 1})
+    flush_quality(now=NOON)
+    assert signals("A1")["top_addresses"] == [["203.0.113.7", 3], ["203.0.113.8", 1]]
+    reconcile(day=DAY, now=NEXT_DAY)
+    flush_quality(now=NEXT_DAY)
+    assert not redis_client.exists(old)
 
 
 def test_a_batch_read_again_after_a_crash_counts_once(redis_client):

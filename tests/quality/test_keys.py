@@ -13,7 +13,8 @@ def test_every_quality_key(settings):
     settings.CPS_REDIS_PREFIX = "cps"
     p2 = partition_tag(2)
     assert keys.signals(p2, "P001", "20261121") == f"{p2}:q:P001:20261121"
-    assert keys.addresses(p2, "P001", "20261121") == f"{p2}:q:P001:20261121:ips"
+    assert keys.addresses(p2, "P001", "20261121") == f"{p2}:q:P001:20261121:addr"
+    assert keys.addresses_sorted(p2, "P001", "20261121") == f"{p2}:q:P001:20261121:ips"
     assert keys.last_views(p2, "P001", "20261121") == f"{p2}:q:P001:20261121:last"
     assert keys.index() == "{cps}:q:index"
     member = keys.index_member("20261121", p2, "P-1.a")

@@ -1,0 +1,117 @@
+"""What traffic quality's counter costs Redis and the consumer per event, measured apart from the other counters.
+
+Replays a file of ``manage.py simulate`` events through ``quality.counting.queue_quality`` alone, in batches
+cut as the consumer cuts them (one partition's share per MULTI/EXEC), against the Redis of ``REDIS_URL``
+(use a private server: ``INFO cpu`` is the whole server's). Prints Redis CPU per event (``used_cpu_user`` +
+``used_cpu_sys`` around the replay), the commands it ran (``INFO commandstats``), the consumer's CPU per event
+to build them, the Redis memory per partner-day, and a digest of every quality key's content so that two
+versions of the code can be shown to count the same. See ``bench/quality_cost.md``.
+
+    DEBUG=1 REDIS_URL=redis://127.0.0.1:6395/0 DATABASE_URL=... \\
+        .venv/bin/python manage.py simulate --events 300000 --users 100000 --rate 3600 --seed 7 --to file:EV
+    DEBUG=1 REDIS_URL=... DATABASE_URL=... .venv/bin/python bench/quality_cost.py EV
+"""
+
+import argparse
+import contextlib
+import hashlib
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cpsproject.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.utils import timezone  # noqa: E402
+from django_redis import get_redis_connection  # noqa: E402
+
+from quality.counting import queue_quality  # noqa: E402
+from stats.pipeline.batch import PartnerDirectory  # noqa: E402
+from stats.pipeline.events import Event, Rejected, parse_event  # noqa: E402
+from stats.pipeline.registry import CounterWrites  # noqa: E402
+
+
+def _cpu(client) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _events(path: Path) -> list[Event]:
+    lineages = PartnerDirectory().lineages()
+    now = timezone.now()
+    events = []
+    with path.open("rb") as lines:
+        for line in lines:
+            with contextlib.suppress(Rejected):  # dead letters count nowhere
+                events.append(parse_event(line.rstrip(b"\n"), lineages=lineages, now=now))
+    return events
+
+
+def _digest(client) -> tuple[str, int, int]:
+    """A digest of every quality key's content, the number of partner-day signal hashes, their memory."""
+    digest = hashlib.sha256()
+    memory = 0
+    hashes = 0
+    for key in sorted(client.scan_iter(match="*:q:*", count=5000)):
+        kind = client.type(key)
+        if kind == b"hash":
+            content = sorted(client.hgetall(key).items())
+            hashes += not key.endswith(b":last")
+        elif kind == b"zset":
+            content = sorted(client.zrange(key, 0, -1, withscores=True))
+        else:
+            continue
+        memory += client.memory_usage(key, samples=0) or 0
+        digest.update(repr((key, content)).encode())
+    return digest.hexdigest()[:16], hashes, memory
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("events", type=Path)
+    parser.add_argument("--batch", type=int, default=3400, help="events per partition's apply")
+    parser.add_argument("--partitions", type=int, default=3)
+    args = parser.parse_args()
+    events = _events(args.events)
+    client = get_redis_connection("default")
+    client.flushdb()
+    client.config_resetstat()
+    now = timezone.now()
+    python = 0.0
+    before = _cpu(client)
+    for number, start in enumerate(range(0, len(events), args.batch)):
+        pipe = client.pipeline(transaction=True)
+        writes = CounterWrites(number % args.partitions, fenced=pipe, idempotent=pipe)
+        began = time.process_time()
+        queue_quality(writes, events[start : start + args.batch], now=now)
+        # the client packs the commands when the transaction is sent: the consumer's CPU as well
+        connection = pipe.connection_pool.get_connection("MULTI")
+        connection.pack_commands([args for args, _ in pipe.command_stack])
+        pipe.connection_pool.release(connection)
+        python += time.process_time() - began
+        pipe.execute()
+    spent = _cpu(client) - before
+    n = len(events)
+    print(f"{n:,} events in batches of {args.batch}: Redis {spent / n * 1e6:.2f} µs/event, ", end="")
+    print(f"consumer (queue_quality and packing) {python / n * 1e6:.2f} µs/event")
+    for name, stats in sorted(client.info("commandstats").items()):
+        calls = re.search(r"calls=(\d+)", str(stats)) if isinstance(stats, str) else None
+        count = stats["calls"] if isinstance(stats, dict) else int(calls.group(1)) if calls else 0
+        usec = stats["usec"] if isinstance(stats, dict) else 0
+        if name not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushdb"):
+            print(f"  {name[8:]:10s} {count:>9,} calls, {count / n:6.3f}/event, {usec / n:6.2f} µs/event")
+    digest, hashes, memory = _digest(client)
+    print(
+        f"content {digest}; {hashes:,} partner-day-partition hashes, {memory / max(hashes, 1):,.0f} B each in all"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
