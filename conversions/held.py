@@ -24,8 +24,9 @@ logger = logging.getLogger(__name__)
 DEAD_LETTER_SOURCE = "conversions:held refunds"
 
 
-def hold(event: ParsedOrderEvent) -> None:
-    HeldRefund.objects.create(
+def held_refund(event: ParsedOrderEvent) -> HeldRefund:
+    """The held refund of ``event`` (not saved: the recorder inserts a batch's at once)."""
+    return HeldRefund(
         event_id=event.event_id,
         order_id=event.order_id,
         status=event.status,
@@ -36,7 +37,7 @@ def hold(event: ParsedOrderEvent) -> None:
     )
 
 
-def _give_up(refund: HeldRefund, *, detail: str, now: dt.datetime) -> None:
+def give_up(refund: HeldRefund, *, detail: str, now: dt.datetime) -> None:
     store_dead_letter(
         source=DEAD_LETTER_SOURCE,
         offset=refund.pk,
@@ -51,26 +52,13 @@ def _give_up(refund: HeldRefund, *, detail: str, now: dt.datetime) -> None:
 def apply_held(order: Order, *, now: dt.datetime | None = None) -> int:
     """Apply the refunds held for ``order`` (locked, inside the caller's transaction), oldest ``ts`` first;
     one refused (beyond what is left) becomes a dead letter. Return how many were applied."""
-    from conversions.recording import apply_refund  # the one refund rule, shared with live refunds
+    from conversions.recording import apply_held_refunds  # the one refund rule, shared with live refunds
 
-    now = now or dt.datetime.now(dt.UTC)
-    applied = 0
     waiting = HeldRefund.objects.filter(order_id=order.order_id, applied_at=None, expired_at=None)
-    for refund in waiting.order_by("ts", "id"):
-        detail = apply_refund(
-            order,
-            event_id=refund.event_id,
-            status=refund.status,
-            ts=refund.ts,
-            amount=refund.amount,
-            currency=refund.currency,
-        )
-        if detail:
-            _give_up(refund, detail=detail, now=now)
-            continue
-        HeldRefund.objects.filter(pk=refund.pk).update(applied_at=now)
-        applied += 1
-    return applied
+    refunds = list(waiting.order_by("ts", "id"))
+    if not refunds:
+        return 0
+    return apply_held_refunds(order, refunds, now=now or dt.datetime.now(dt.UTC))
 
 
 def waiting_refunds(*, now: dt.datetime) -> tuple[int, int]:
@@ -117,6 +105,6 @@ def settle_held_refunds(*, now: dt.datetime | None = None) -> tuple[int, int]:
             for refund in HeldRefund.objects.filter(
                 order_id=order_id, applied_at=None, expired_at=None, ts__lt=cutoff
             ):
-                _give_up(refund, detail=f"its order never arrived in {cutoff:%Y-%m-%d} and after", now=now)
+                give_up(refund, detail=f"its order never arrived in {cutoff:%Y-%m-%d} and after", now=now)
                 expired += 1
     return applied, expired

@@ -16,6 +16,7 @@ being closed is either in its statement or booked into the first open month, nev
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 from django.db import connection
 from django.db.models import Sum
@@ -31,8 +32,8 @@ _SHARE_MODE = {"mysql": "LOCK IN SHARE MODE", "postgresql": "FOR SHARE"}
 
 def _hold_gate(*, exclusive: bool) -> None:
     if connection.vendor == "sqlite":
-        # SQLite refuses a write from a transaction whose reads are older than another's commit (WAL's
-        # BUSY_SNAPSHOT): a booking that read a month open cannot land after its close, it fails and is retried.
+        # No row locks: every SQLite transaction takes the database's write lock when it begins (settings:
+        # transaction_mode IMMEDIATE), so a booking and a close already run one after the other.
         return
     table = connection.ops.quote_name(LedgerGate._meta.db_table)
     mode = "FOR UPDATE" if exclusive else _SHARE_MODE[connection.vendor]
@@ -58,10 +59,20 @@ def books_closed() -> None:
     _hold_gate(exclusive=True)
 
 
-def booked_date(event_date: dt.date) -> dt.date:
-    """Return the event's business day, or the first day of the first month after it not closed yet."""
+def closed_months(since: dt.date) -> frozenset[dt.date]:
+    """The closed months from ``since``'s month on: read once per batch, after ``books_open``."""
+    month = since.replace(day=1)
+    return frozenset(MonthClose.objects.filter(month__gte=month).values_list("month", flat=True))
+
+
+def booked_date(event_date: dt.date, closed: frozenset[dt.date] | None = None) -> dt.date:
+    """Return the event's business day, or the first day of the first month after it not closed yet.
+
+    ``closed``: the closed months from the event's month on (``closed_months``); read here when not given.
+    """
     month = event_date.replace(day=1)
-    closed = set(MonthClose.objects.filter(month__gte=month).values_list("month", flat=True))
+    if closed is None:
+        closed = closed_months(month)
     if month not in closed:
         return event_date
     while month in closed:
@@ -79,10 +90,16 @@ def chain_parts(order: Order, net_reporting: int) -> list[tuple[int, int, int]]:
 
 
 def _entries(
-    order: Order, parts: list[tuple[int, int, int]], *, reason: str, event_id: str, ts: dt.datetime
+    order: Order,
+    parts: list[tuple[int, int, int]],
+    *,
+    reason: str,
+    event_id: str,
+    ts: dt.datetime,
+    closed: frozenset[dt.date],
 ) -> list[LedgerEntry]:
     day = local_day(ts)
-    booked = booked_date(day)
+    booked = booked_date(day, closed)
     return [
         LedgerEntry(
             order=order,
@@ -99,31 +116,53 @@ def _entries(
     ]
 
 
-def append_commission(order: Order) -> None:
-    """Append the ``paid`` event's entries: each chain partner's share of the commission of the paid amount."""
+def commission_entries(order: Order, *, closed: frozenset[dt.date]) -> list[LedgerEntry]:
+    """The ``paid`` event's entries: each chain partner's share of the commission of the paid amount."""
     parts = chain_parts(order, order.amount_reporting)
-    LedgerEntry.objects.bulk_create(
-        _entries(
-            order, parts, reason=LedgerEntry.Reason.COMMISSION, event_id=order.paid_event_id, ts=order.paid_at
-        )
+    reason = LedgerEntry.Reason.COMMISSION
+    return _entries(
+        order, parts, reason=reason, event_id=order.paid_event_id, ts=order.paid_at, closed=closed
     )
 
 
-def append_difference(
-    order: Order, *, net_reporting: int, reason: str, event_id: str, ts: dt.datetime
-) -> None:
-    """Append, per chain partner, its share of the commission of ``net_reporting`` minus what it holds."""
-    held: dict[int, int] = defaultdict(int)
-    for partner_id, total in (
-        LedgerEntry.objects.filter(order=order)
-        .exclude(reason=LedgerEntry.Reason.QUALITY_REVERSAL)
-        .values_list("partner_id")
-        .annotate(total=Sum("amount"))
-    ):
-        held[partner_id] = total
+def difference_entries(
+    order: Order,
+    holds: Mapping[int, int],
+    *,
+    net_reporting: int,
+    reason: str,
+    event_id: str,
+    ts: dt.datetime,
+    closed: frozenset[dt.date],
+) -> list[LedgerEntry]:
+    """Per chain partner, its share of the commission of ``net_reporting`` minus what it ``holds`` (its
+    entries' total for the order, by partner id)."""
     changes = [
-        (partner_id, share_bp, amount - held[partner_id])
+        (partner_id, share_bp, amount - holds.get(partner_id, 0))
         for partner_id, share_bp, amount in chain_parts(order, net_reporting)
-        if amount != held[partner_id]
+        if amount != holds.get(partner_id, 0)
     ]
-    LedgerEntry.objects.bulk_create(_entries(order, changes, reason=reason, event_id=event_id, ts=ts))
+    return _entries(order, changes, reason=reason, event_id=event_id, ts=ts, closed=closed)
+
+
+def holdings(orders: Iterable[Order]) -> dict[int, dict[int, int]]:
+    """Each order's entries' total per partner: {order pk: {partner id: total}}, in one query.
+
+    Reversals after a traffic review are left out: a later refund is the difference against what the order's
+    commission entries hold, and the review reverses that refund in turn (``conversions.holds``).
+    """
+    held: dict[int, dict[int, int]] = defaultdict(dict)
+    rows = (
+        LedgerEntry.objects.filter(order__in=[order.pk for order in orders])
+        .exclude(reason=LedgerEntry.Reason.QUALITY_REVERSAL)
+        .values_list("order_id", "partner_id")
+        .annotate(total=Sum("amount"))
+    )
+    for order_pk, partner_id, total in rows:
+        held[order_pk][partner_id] = total
+    return held
+
+
+def append_entries(entries: list[LedgerEntry]) -> None:
+    """Append a batch's entries (their orders saved): one insert, never an edit."""
+    LedgerEntry.objects.bulk_create(entries)

@@ -5,14 +5,17 @@ decimal is an exchange rate; a conversion rounds half up to the reporting curren
 and a commission rounds half up once per order net. No float touches money.
 """
 
+import bisect
 import datetime as dt
 import decimal
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
 
 import iso4217
+from django.db.models import Max
 
 from conversions.conf import conversion_setting
 from conversions.models import ExchangeRate
@@ -65,6 +68,33 @@ def rate_on(currency: str, day: dt.date) -> Rate | None:
         .first()
     )
     return None if row is None else Rate(currency, row[0], row[1])
+
+
+def rates_on(wanted: Iterable[tuple[str, dt.date]]) -> dict[tuple[str, dt.date], Rate | None]:
+    """``rate_on`` of each (currency, day) of ``wanted``, in two queries whatever their number: the latest
+    rate of each currency before the earliest day, then every rate from there to the latest day."""
+    wanted = set(wanted)
+    foreign = {currency for currency, _ in wanted if currency != reporting_currency()}
+    history: dict[str, list[tuple[dt.date, Decimal]]] = defaultdict(list)
+    if foreign:
+        first, last = min(day for _, day in wanted), max(day for _, day in wanted)
+        before = ExchangeRate.objects.filter(currency__in=foreign, valid_from__lte=first).values("currency")
+        floors = before.annotate(latest=Max("valid_from")).values_list("latest", flat=True)
+        since = min(floors, default=first)
+        rows = ExchangeRate.objects.filter(currency__in=foreign, valid_from__gte=since, valid_from__lte=last)
+        for currency, valid_from, value in rows.order_by("valid_from").values_list(
+            "currency", "valid_from", "rate"
+        ):
+            history[currency].append((valid_from, value))
+    found: dict[tuple[str, dt.date], Rate | None] = {}
+    for currency, day in wanted:
+        if currency == reporting_currency():
+            found[currency, day] = Rate(currency, Decimal(1), day)
+            continue
+        days = history[currency]
+        at = bisect.bisect_right(days, day, key=lambda row: row[0])
+        found[currency, day] = Rate(currency, days[at - 1][1], days[at - 1][0]) if at else None
+    return found
 
 
 def round_half_up(value: Decimal) -> int:

@@ -7,6 +7,10 @@ One transaction per batch, events in ``ts`` order:
   the refunds held for it. A second ``paid`` of an order changes nothing.
 - ``refunded`` / ``cancelled``: the event and the ledger differences; held when its order is not known yet.
 
+Set-based: a batch reads what it needs in a fixed number of queries (events seen, the orders it touches, locked,
+with their refunds and ledger totals, the refunds held for the orders it pays, rates, closed months), works out
+every row in memory in ``ts`` order, and writes each table in one insert, whatever its number of events.
+
 An event id seen before changes nothing, so a batch read again after a crash records nothing twice and refuses
 the same events. A refund beyond what is left, or a ``paid`` with no rate in force, is refused (a dead letter).
 """
@@ -17,14 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import Sum
 
 from conversions import attribution, held, ledger
 from conversions.attribution import View
 from conversions.conf import conversion_setting
 from conversions.events import CANCELLED, PAID, ParsedOrderEvent
 from conversions.models import HeldRefund, LedgerEntry, Order, OrderEvent
-from conversions.money import Rate, chain_shares, rate_on, to_reporting
+from conversions.money import Rate, chain_shares, rates_on, to_reporting
 from cpsproject.common.timeutil import local_day
 from partners.models import Partner
 from stats.plugins import Event, Reason, Refusal
@@ -42,12 +46,32 @@ class _Lookups:
 
     views: dict[str, View]
     partners: dict[str, Partner]
-    rates: dict[tuple[str, dt.date], Rate | None] = field(default_factory=dict)
+    rates: dict[tuple[str, dt.date], Rate | None]
 
-    def rate(self, currency: str, day: dt.date) -> Rate | None:
-        if (currency, day) not in self.rates:
-            self.rates[currency, day] = rate_on(currency, day)
-        return self.rates[currency, day]
+
+@dataclass
+class _Known:
+    """An order the batch refunds or pays: recorded before (locked) or by this batch, with what its refunds took
+    back and each chain partner's ledger total, kept up to date as the batch's events are worked out."""
+
+    order: Order
+    refunded: int = 0
+    refunded_reporting: int = 0
+    holds: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Rows:
+    """What a batch writes, one insert per table."""
+
+    closed: frozenset[dt.date]
+    now: dt.datetime
+    orders: list[Order] = field(default_factory=list)
+    events: list[OrderEvent] = field(default_factory=list)
+    entries: list[LedgerEntry] = field(default_factory=list)
+    held: list[HeldRefund] = field(default_factory=list)
+    applied: list[HeldRefund] = field(default_factory=list)
+    given_up: list[tuple[HeldRefund, str]] = field(default_factory=list)
 
 
 def record_orders(
@@ -74,23 +98,83 @@ def _lookups(orders: Sequence[ParsedOrderEvent], batch_views: Sequence[Event]) -
     to_attribute = [(o.event_id, o.openid, o.ts) for o in orders if o.status == PAID and o.partner is None]
     views = attribution.last_views(to_attribute, batch_views)
     codes = {o.partner.code for o in orders if o.partner} | {v.partner for v in views.values()}
-    return _Lookups(views=views, partners=Partner.objects.in_bulk(codes, field_name="code"))
+    return _Lookups(
+        views=views,
+        partners=Partner.objects.in_bulk(codes, field_name="code"),
+        rates=rates_on({(o.currency, local_day(o.ts)) for o in orders if o.status == PAID}),
+    )
 
 
-def _record(orders: Sequence[ParsedOrderEvent], lookups: _Lookups) -> list[Refusal]:
+def _unseen(orders: Sequence[ParsedOrderEvent]) -> list[ParsedOrderEvent]:
+    """The batch's events whose id no earlier batch (nor an earlier event of this one) recorded or held."""
     ids = [o.event_id for o in orders]
     seen = set(OrderEvent.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
     seen |= set(HeldRefund.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
     seen |= set(Order.objects.filter(paid_event_id__in=ids).values_list("paid_event_id", flat=True))
-    refused = []
+    fresh = []
     for event in orders:
-        if event.event_id in seen:
-            continue
-        seen.add(event.event_id)
-        detail = _record_paid(event, lookups) if event.status == PAID else _record_refund(event)
+        if event.event_id not in seen:
+            seen.add(event.event_id)
+            fresh.append(event)
+    return fresh
+
+
+def _known(order_ids: set[str]) -> dict[str, _Known]:
+    """The recorded orders among ``order_ids``, locked, with their refunds' totals and ledger holdings."""
+    orders = list(Order.objects.select_for_update().filter(order_id__in=order_ids).order_by("pk"))
+    if not orders:
+        return {}
+    totals = (
+        OrderEvent.objects.filter(order__in=[o.pk for o in orders])
+        .exclude(status=PAID)
+        .values_list("order_id")
+        .annotate(refunded=Sum("amount"), reporting=Sum("amount_reporting"))
+    )
+    refunds = {pk: (refunded, reporting) for pk, refunded, reporting in totals}
+    holdings = ledger.holdings(orders)
+    return {o.order_id: _Known(o, *refunds.get(o.pk, (0, 0)), holds=holdings.get(o.pk, {})) for o in orders}
+
+
+def _waiting(order_ids: set[str]) -> dict[str, list[HeldRefund]]:
+    """The refunds held for ``order_ids``, oldest ``ts`` first."""
+    waiting: dict[str, list[HeldRefund]] = {}
+    rows = HeldRefund.objects.filter(order_id__in=order_ids, applied_at=None, expired_at=None)
+    for refund in rows.order_by("ts", "id"):
+        waiting.setdefault(refund.order_id, []).append(refund)
+    return waiting
+
+
+def _record(orders: Sequence[ParsedOrderEvent], lookups: _Lookups) -> list[Refusal]:
+    fresh = _unseen(orders)
+    if not fresh:
+        return []
+    known = _known({o.order_id for o in fresh})
+    paid = {o.order_id for o in fresh if o.status == PAID} - known.keys()
+    waiting = _waiting(paid) if paid else {}
+    rows = _Rows(
+        closed=ledger.closed_months(min(local_day(o.ts) for o in fresh)), now=dt.datetime.now(dt.UTC)
+    )
+    refused = []
+    for event in fresh:
+        if event.status == PAID:
+            detail = _paid(event, lookups, known, rows, waiting)
+        else:
+            detail = _refund(event, known, rows, waiting)
         if detail:
             refused.append(Refusal(event, Reason.BAD_FIELD, detail))
+    _write(rows)
     return refused
+
+
+def _write(rows: _Rows) -> None:
+    """Insert the batch's rows, orders first (bulk_create gives them their keys), then what refers to them."""
+    Order.objects.bulk_create(rows.orders)
+    OrderEvent.objects.bulk_create(rows.events)
+    HeldRefund.objects.bulk_create([r for r in rows.held if r.pk is None])
+    HeldRefund.objects.filter(pk__in=[r.pk for r in rows.applied]).update(applied_at=rows.now)
+    for refund, detail in rows.given_up:
+        held.give_up(refund, detail=detail, now=rows.now)
+    ledger.append_entries(rows.entries)
 
 
 def _chain(partner: Partner) -> list[dict[str, int]]:
@@ -106,27 +190,79 @@ def _commission_bp(partner: Partner) -> int:
     return conversion_setting("COMMISSION_BP")[partner.level - 1]
 
 
-def _record_paid(event: ParsedOrderEvent, lookups: _Lookups) -> str:
-    """Record a ``paid`` event; return why it is refused, or ""."""
-    if Order.objects.filter(order_id=event.order_id).exists():
+def _paid(
+    event: ParsedOrderEvent,
+    lookups: _Lookups,
+    known: dict[str, _Known],
+    rows: _Rows,
+    waiting: dict[str, list[HeldRefund]],
+) -> str:
+    """Work out a ``paid`` event's rows, then those of the refunds held for it; return why it is refused, or ""."""
+    if event.order_id in known:
         return ""  # a payment retried: the order stays as its first payment made it
     day = local_day(event.ts)
-    rate = lookups.rate(event.currency, day)
+    rate = lookups.rates[event.currency, day]
     if rate is None:
         return f"no exchange rate of {event.currency} valid on or before {day}"
+    order = _order(event, lookups, rate)
+    known[event.order_id] = paid = _Known(order)
+    rows.orders.append(order)
+    rows.events.append(
+        OrderEvent(
+            event_id=event.event_id,
+            order=order,
+            status=OrderEvent.Status.PAID,
+            ts=event.ts,
+            date=day,
+            amount=order.amount,
+            amount_reporting=order.amount_reporting,
+        )
+    )
+    if order.chain:
+        entries = ledger.commission_entries(order, closed=rows.closed)
+        rows.entries += entries
+        for entry in entries:
+            paid.holds[entry.partner_id] = paid.holds.get(entry.partner_id, 0) + entry.amount
+    for refund in sorted(waiting.pop(event.order_id, []), key=lambda r: (r.ts, r.pk is None)):
+        _apply_held(paid, refund, rows)
+    return ""
+
+
+def _apply_held(known: _Known, refund: HeldRefund, rows: _Rows) -> None:
+    """Apply a refund held for ``known``'s order; one refused (beyond what is left) is given up on."""
+    detail = refund_rows(
+        known,
+        rows,
+        event_id=refund.event_id,
+        status=refund.status,
+        ts=refund.ts,
+        amount=refund.amount,
+        currency=refund.currency,
+    )
+    if detail:
+        rows.given_up.append((refund, detail))
+    elif refund.pk is None:
+        refund.applied_at = rows.now  # held by this batch: inserted applied
+    else:
+        rows.applied.append(refund)
+
+
+def _order(event: ParsedOrderEvent, lookups: _Lookups, rate: Rate) -> Order:
+    """The order of a ``paid`` event, attributed, with its chain and rates (not saved yet)."""
     view = lookups.views.get(event.event_id)
     code = event.partner.code if event.partner else view.partner if view else ""
     partner = lookups.partners.get(code)
     how = Order.Attribution.EXPLICIT if event.partner else Order.Attribution.VIEW if partner else None
-    order = Order.objects.create(
+    by_view = view if view and how == Order.Attribution.VIEW else None
+    return Order(
         order_id=event.order_id,
         openid=event.openid,
         partner=partner,
         path=partner.path if partner else "",
         attribution=how or Order.Attribution.NONE,
-        view_event_id=view.event_id if view and how == Order.Attribution.VIEW else "",
-        view_ts=view.ts if view and how == Order.Attribution.VIEW else None,
-        view_url=view.url if view and how == Order.Attribution.VIEW else "",
+        view_event_id=by_view.event_id if by_view else "",
+        view_ts=by_view.ts if by_view else None,
+        view_url=by_view.url if by_view else "",
         commission_bp=_commission_bp(partner) if partner else 0,
         chain=_chain(partner) if partner else [],
         currency=event.currency,
@@ -136,31 +272,23 @@ def _record_paid(event: ParsedOrderEvent, lookups: _Lookups) -> str:
         amount_reporting=to_reporting(event.amount, currency=event.currency, rate=rate.value),
         paid_event_id=event.event_id,
         paid_at=event.ts,
-        paid_date=day,
+        paid_date=local_day(event.ts),
     )
-    OrderEvent.objects.create(
-        event_id=event.event_id,
-        order=order,
-        status=OrderEvent.Status.PAID,
-        ts=event.ts,
-        date=day,
-        amount=order.amount,
-        amount_reporting=order.amount_reporting,
-    )
-    if order.chain:
-        ledger.append_commission(order)
-    held.apply_held(order)
-    return ""
 
 
-def _record_refund(event: ParsedOrderEvent) -> str:
-    """Record a refund or cancellation, or hold it for its order; return why it is refused, or ""."""
-    order = Order.objects.select_for_update().filter(order_id=event.order_id).first()
+def _refund(
+    event: ParsedOrderEvent, known: dict[str, _Known], rows: _Rows, waiting: dict[str, list[HeldRefund]]
+) -> str:
+    """Work out a refund's or cancellation's rows, or hold it for its order; return why it is refused, or ""."""
+    order = known.get(event.order_id)
     if order is None:
-        held.hold(event)
+        refund = held.held_refund(event)
+        rows.held.append(refund)
+        waiting.setdefault(event.order_id, []).append(refund)
         return ""
-    return apply_refund(
+    return refund_rows(
         order,
+        rows,
         event_id=event.event_id,
         status=event.status,
         ts=event.ts,
@@ -169,19 +297,16 @@ def _record_refund(event: ParsedOrderEvent) -> str:
     )
 
 
-def apply_refund(
-    order: Order, *, event_id: str, status: str, ts: dt.datetime, amount: int, currency: str
+def refund_rows(
+    known: _Known, rows: _Rows, *, event_id: str, status: str, ts: dt.datetime, amount: int, currency: str
 ) -> str:
-    """Record a refund (``amount``) or a cancellation (what is left) of a locked ``order``; return why it is
-    refused, or ""."""
+    """Work out a refund (``amount``) or a cancellation (what is left) of ``known``'s order into ``rows``;
+    return why it is refused, or "". The one refund rule, for live and held refunds."""
+    order = known.order
     if currency and currency != order.currency:
         return f"refund in {currency} of order {order.order_id!r} paid in {order.currency}"
-    totals = OrderEvent.objects.filter(order=order).aggregate(
-        refunded=Sum("amount", filter=~Q(status=PAID)),
-        refunded_reporting=Sum("amount_reporting", filter=~Q(status=PAID)),
-    )
-    left = order.amount - (totals["refunded"] or 0)
-    left_reporting = order.amount_reporting - (totals["refunded_reporting"] or 0)
+    left = order.amount - known.refunded
+    left_reporting = order.amount_reporting - known.refunded_reporting
     if status == CANCELLED:
         amount = left
     elif amount > left:
@@ -193,18 +318,42 @@ def apply_refund(
         if amount == left
         else min(to_reporting(amount, currency=order.currency, rate=order.rate), left_reporting)
     )
-    OrderEvent.objects.create(
-        event_id=event_id,
-        order=order,
-        status=status,
-        ts=ts,
-        date=local_day(ts),
-        amount=amount,
-        amount_reporting=reporting,
+    known.refunded += amount
+    known.refunded_reporting += reporting
+    rows.events.append(
+        OrderEvent(
+            event_id=event_id,
+            order=order,
+            status=status,
+            ts=ts,
+            date=local_day(ts),
+            amount=amount,
+            amount_reporting=reporting,
+        )
     )
     if order.chain:
         reason = LedgerEntry.Reason.CANCELLATION if status == CANCELLED else LedgerEntry.Reason.REFUND
-        ledger.append_difference(
-            order, net_reporting=left_reporting - reporting, reason=reason, event_id=event_id, ts=ts
+        entries = ledger.difference_entries(
+            order,
+            known.holds,
+            net_reporting=left_reporting - reporting,
+            reason=reason,
+            event_id=event_id,
+            ts=ts,
+            closed=rows.closed,
         )
+        rows.entries += entries
+        for entry in entries:
+            known.holds[entry.partner_id] = known.holds.get(entry.partner_id, 0) + entry.amount
     return ""
+
+
+def apply_held_refunds(order: Order, refunds: Sequence[HeldRefund], *, now: dt.datetime) -> int:
+    """Apply held ``refunds`` of a recorded, locked ``order`` (oldest first) and write their rows; one refused
+    is given up on. Return how many were applied. ``settle_held_refunds`` calls it, one order at a time."""
+    known = _known({order.order_id})[order.order_id]
+    rows = _Rows(closed=ledger.closed_months(min(local_day(r.ts) for r in refunds)), now=now)
+    for refund in refunds:
+        _apply_held(known, refund, rows)
+    _write(rows)
+    return len(rows.applied)

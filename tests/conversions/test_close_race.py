@@ -101,7 +101,7 @@ def race(first: Side, reached: threading.Event, go_on: threading.Event, second: 
 def test_a_batch_booking_when_the_close_starts_is_in_the_statement(monkeypatch):
     reached, go_on = threading.Event(), threading.Event()
     # The batch stops after writing SO-2's entries, before its transaction commits.
-    monkeypatch.setattr(ledger, "append_commission", paused(ledger.append_commission, reached, go_on))
+    monkeypatch.setattr(ledger, "append_entries", paused(ledger.append_entries, reached, go_on))
     race(Side(book_late_order), reached, go_on, Side(lambda: close_month(month=NOV, now=CLOSING)))
     assert_statements_are_the_ledger_of_the_month()
     # 255 + 510 for A1, 45 + 90 for A: SO-2 is November's, in the statement

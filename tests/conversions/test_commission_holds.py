@@ -190,12 +190,20 @@ def test_a_refund_after_the_confirmation_is_reversed_too_so_the_partner_is_neith
     b = november["B"]
     order = make_order("SO-6", partner=b, paid_at=at("2026-11-05 15:00"), amount=6_000, commission_bp=500)
     order.chain = [{"partner": b.pk, "share_bp": 10_000}]
-    ledger.append_commission(order)  # 300
+    ledger.append_entries(ledger.commission_entries(order, closed=frozenset()))  # 300
     resolve(november["b_finding"], "confirmed", "2026-11-20 10:00")
     assert settle_review(partner_id=b.pk, day=FLAGGED, now=at("2026-11-20 10:00")) == 2  # SO-3 and SO-6
     # Half refunded after the confirmation: the difference leaves the reversals out (-150, not +150).
-    ledger.append_difference(
-        order, net_reporting=3_000, reason="refund", event_id="r-1", ts=at("2026-11-25 10:00")
+    ledger.append_entries(
+        ledger.difference_entries(
+            order,
+            ledger.holdings([order])[order.pk],
+            net_reporting=3_000,
+            reason="refund",
+            event_id="r-1",
+            ts=at("2026-11-25 10:00"),
+            closed=frozenset(),
+        )
     )
     close_month(month=NOV, now=at("2026-12-08 00:00"))  # the close reverses the refund: +150 on Dec 8
     assert sorted(LedgerEntry.objects.filter(order=order).values_list("amount", "reason")) == [
