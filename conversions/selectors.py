@@ -69,8 +69,8 @@ def conversion_rate(buyers: int, uv: int) -> Decimal | None:
 def in_subtree(partner: Partner, field: str = "path") -> Q:
     """``field`` (a stored path) starts with ``partner``'s path, as a range an index on ``field`` can read.
 
-    A path is ids and slashes ending in "/", and "0" follows "/": the paths from "/1/" up to "/10" are those
-    starting with "/1/". Django's ``startswith`` is ``LIKE BINARY`` on MariaDB, which reads no index of a column
+    A path is ids and slashes ending in "/", and "0" follows "/" (in SQLite's binary order and MariaDB's utf8mb4
+    collations alike): the paths from "/1/" up to "/10" are those starting with "/1/". Django's ``startswith`` is ``LIKE BINARY`` on MariaDB, which reads no index of a column
     of a case-insensitive collation: it scanned every order of the range's days, of all partners.
     """
     prefix = partner.path
