@@ -196,9 +196,24 @@ def _total(
         sum(d.net for d in days),
         sum(d.net_self for d in days),
         sum(d.commission for d in days),
-        conversion_rate(distinct["buyers"], partner_uv_between(partner, start, end)),
+        _range_rate(partner, start, end, distinct["buyers"], days),
         None,
     )
+
+
+def _range_rate(
+    partner: Partner, start: dt.date, end: dt.date, buyers: int, days: list[ConversionNumbers]
+) -> Decimal | None:
+    """``buyers`` over the subtree's distinct users of the range, merging the days' HyperLogLogs only if needed.
+
+    The merge is most of a long range's request (365 stored HyperLogLogs of up to 12 KB). A union is empty
+    exactly when every day is (a day's rate is None where its UV is 0), and 0 buyers make 0 of any UV.
+    """
+    if not any(day.conversion_rate is not None for day in days):
+        return None
+    if not buyers:
+        return conversion_rate(0, 1)
+    return conversion_rate(buyers, partner_uv_between(partner, start, end))
 
 
 # --- Orders -----------------------------------------------------------------------------------------------

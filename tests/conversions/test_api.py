@@ -322,3 +322,13 @@ def test_a_subtree_is_its_path_prefix_not_an_id_that_starts_alike(scenario):
     assert [r["order_id"] for r in listed["results"]] == ["SO-3", "SO-2", "SO-1", "SO-5"]
     days = client.get("/api/v1/partners/A/conversions/?start=2026-11-21&end=2026-11-21").json()
     assert days["total"]["orders"] == 2  # SO-1 and SO-2; SO-4's path is no longer A's
+
+
+def test_a_range_without_buyers_converts_0_of_its_traffic_and_none_of_no_traffic(scenario):
+    url = "/api/v1/partners/B/conversions/?start=2026-11-21&end=2026-11-22"
+    client = staff()
+    assert client.get(url).json()["total"]["conversion_rate"] is None  # no traffic, no order
+    feed([pv_event(at("2026-11-21 09:00"), "B", "o-7")], now=at("2026-11-21 11:00"))
+    body = client.get(url).json()
+    assert [d["conversion_rate"] for d in body["days"]] == ["0.0000", None]
+    assert (body["total"]["buyers"], body["total"]["conversion_rate"]) == (0, "0.0000")
