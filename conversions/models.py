@@ -84,7 +84,15 @@ class Order(models.Model):
         verbose_name = _("order")
         verbose_name_plural = _("orders")
         ordering = ["-paid_at"]
-        indexes = [models.Index(fields=["partner", "paid_date"])]
+        indexes = [
+            models.Index(fields=["partner", "paid_date"]),
+            # A subtree's orders of a range (its path prefix, then the days) read from the index alone: the
+            # per-day sums, the distinct buyers, the count and the orders list's page of ids (newest first).
+            models.Index(
+                fields=["path", "paid_date", "paid_at", "partner", "amount_reporting", "openid"],
+                name="order_subtree_days",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.order_id
@@ -112,6 +120,12 @@ class OrderEvent(models.Model):
         verbose_name = _("order event")
         verbose_name_plural = _("order events")
         ordering = ["ts", "id"]
+        # The refunds and cancellations of a range by day, with their amount, without reading the rows.
+        indexes = [
+            models.Index(
+                fields=["status", "date", "order", "amount_reporting"], name="orderevent_reversal_days"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.order_id} {self.status} {self.event_id}"
@@ -175,7 +189,11 @@ class LedgerEntry(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source_event_id", "partner"], name="ledger_once_per_event")
         ]
-        indexes = [models.Index(fields=["partner", "booked_date"])]
+        indexes = [
+            models.Index(fields=["partner", "booked_date"]),
+            # A partner's commission per event day over a range, summed from the index alone.
+            models.Index(fields=["partner", "event_date", "amount"], name="ledger_partner_event_days"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.order_id} {self.partner_id} {self.amount}"

@@ -292,3 +292,55 @@ def test_staff_without_the_conversions_permissions_is_refused(scenario):
     client.login(username="plain", password="pw")
     assert client.get(URL).status_code == 403
     assert client.get("/api/v1/orders/").status_code == 403
+
+
+# --- Cost: a request's queries do not grow with its range ------------------------------------------------
+
+# The token, the partner named, then: orders by day, reversals, commission, UV of the days, recounted days,
+# buyers over the range, the range's UV / the count, the page's ids, the page's orders with their money.
+CONVERSIONS_QUERIES = 9
+ORDERS_QUERIES = 5
+
+
+def _queries(client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    assert client.get(url).status_code == 200  # the stats side's cache of final days filled: the steady state
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured.captured_queries)
+
+
+@pytest.mark.parametrize("start", ["2026-10-24", "2025-11-23"])  # 30 days, 365 days
+def test_a_request_makes_the_same_queries_over_30_days_as_over_a_year(scenario, start):
+    client = portal_client("A")
+    query = f"start={start}&end=2026-11-22"
+    conversions = _queries(client, f"/api/v1/partners/A1/conversions/?{query}")
+    listed = _queries(client, f"/api/v1/orders/?partner=A1&{query}")
+    assert (conversions, listed) == (CONVERSIONS_QUERIES, ORDERS_QUERIES)
+
+
+def test_a_subtree_is_its_path_prefix_not_an_id_that_starts_alike(scenario):
+    """Partner 1's subtree is "/1/…", never "/10/…": the subtree is read as a range of paths."""
+    from conversions.models import Order
+    from partners.models import Partner
+
+    a = Partner.objects.get(code="A")
+    # SO-4 (A2's) as if attributed under a partner whose id is A's followed by a 0 ("/3/" and "/30/").
+    Order.objects.filter(order_id="SO-4").update(path=f"{a.path[:-1]}0/")
+    client = staff()
+    listed = client.get("/api/v1/orders/?partner=A&start=2026-11-19&end=2026-11-22").json()
+    assert [r["order_id"] for r in listed["results"]] == ["SO-3", "SO-2", "SO-1", "SO-5"]
+    days = client.get("/api/v1/partners/A/conversions/?start=2026-11-21&end=2026-11-21").json()
+    assert days["total"]["orders"] == 2  # SO-1 and SO-2; SO-4's path is no longer A's
+
+
+def test_a_range_without_buyers_converts_0_of_its_traffic_and_none_of_no_traffic(scenario):
+    url = "/api/v1/partners/B/conversions/?start=2026-11-21&end=2026-11-22"
+    client = staff()
+    assert client.get(url).json()["total"]["conversion_rate"] is None  # no traffic, no order
+    feed([pv_event(at("2026-11-21 09:00"), "B", "o-7")], now=at("2026-11-21 11:00"))
+    body = client.get(url).json()
+    assert [d["conversion_rate"] for d in body["days"]] == ["0.0000", None]
+    assert (body["total"]["buyers"], body["total"]["conversion_rate"]) == (0, "0.0000")
