@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversions', '0003_order_drift_ledger_gate'),
+        ('conversions', '0004_commission_holds'),
         ('partners', '0004_partner_commission_bp'),
     ]
 
