@@ -297,9 +297,9 @@ def test_the_api_and_the_admin_show_what_was_held_released_and_reversed(november
     admin = Client()
     admin.force_login(User.objects.get(username="auditor"))
     page = admin.get("/admin/conversions/statement/?month=2026-11").content.decode()
-    assert "Held for review" in page and "2.55" in page
+    assert "held for review: 2.55 CNY (1)" in page  # A1's November: 255 held
     chinese = admin.get("/admin/conversions/statement/?month=2026-11", HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert "审核暂扣" in chinese.content.decode() and "冲回金额" in chinese.content.decode()
+    assert "流量审核" in chinese.content.decode() and "审核暂扣: 2.55 CNY (1)" in chinese.content.decode()
     holds = admin.get("/admin/conversions/commissionhold/").content.decode()
     assert "SO-1" in holds and "SO-3" in holds and "quality-finding-" in holds
 
