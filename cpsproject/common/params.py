@@ -476,3 +476,24 @@ def query(serializer_class: type[serializers.Serializer], request: Request, **co
     serializer = serializer_class(data=request.query_params, context=context)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+class BusinessDayRangeQuery(serializers.Serializer):
+    """``start`` and ``end`` as whole business days, a week ending today by default: the range the conversions
+    and quality reads share (``query(..., today=...)`` gives today)."""
+
+    start = QueryDate(
+        required=False,
+        help_text="First business day, inclusive (YYYY-MM-DD, business time zone). Default: six days before end.",
+    )
+    end = QueryDate(
+        required=False,
+        help_text="Last business day, inclusive. Default: today. At most CPS_API_MAX_RANGE_DAYS days (366).",
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        today: dt.date = self.context["today"]
+        attrs.setdefault("end", today)
+        attrs.setdefault("start", attrs["end"] - dt.timedelta(days=6))
+        check_date_range(attrs["start"], attrs["end"])
+        return attrs
