@@ -3,7 +3,9 @@
 Same conventions as ``stats.read.api``: parameters validated by the endpoint's serializer (a 400 naming the
 parameter). Shares are fractions 0..1, null where there is nothing to measure. A portal token sees the signals
 and findings of the partners it may see (its subtree) but never a client address: ``top_addresses`` is in
-staff answers only. The findings list is for staff.
+staff answers only. Each day holds the partner's own signals and, under ``subtree``, the sums of those that
+add up over the partner and its descendants (a visible partner's subtree lies inside the caller's). The
+findings list is for staff.
 """
 
 import datetime as dt
@@ -20,7 +22,7 @@ from cpsproject.common.params import Pagination, error_responses, query
 from cpsproject.common.timeutil import local_day
 from partners.permissions import IsStaffOrPortal, StaffOnly, get_visible_partner
 from quality.models import Finding, QualityDay
-from quality.selectors import findings_by_day, quality_days, shares
+from quality.selectors import SUBTREE_FIELDS, SubtreeDay, findings_by_day, quality_days, shares, subtree_days
 from quality.serializers import FindingsQuery, QualityQuery
 
 
@@ -59,6 +61,20 @@ _DAY_FIELDS = {
         allow_null=True, help_text="Median seconds from the attributing view to the order; null: no order."
     ),
     "reconciled": serializers.BooleanField(help_text="True once the day's recount ran: final."),
+    "subtree": inline_serializer(
+        "QualitySubtreeDay",
+        {
+            "pv": serializers.IntegerField(help_text="Page views of the partner and its descendants."),
+            "automated_pv": serializers.IntegerField(help_text="Their views a crawler list recognises."),
+            "repeat_pv": serializers.IntegerField(help_text="Their repeat views (each under its partner)."),
+            "listed_pv": serializers.IntegerField(help_text="Their views from networks staff listed."),
+            "orders_by_view": serializers.IntegerField(
+                help_text="Their own orders paid that day that a view attributed."
+            ),
+        },
+        help_text="The sums over the partner and its descendants of the signals that add up. Distinct "
+        "addresses and networks and the busiest addresses' share do not add up: they are the partner's own only.",
+    ),
     "findings": inline_serializer(
         "QualityDayFinding",
         {
@@ -89,7 +105,9 @@ _FINDING_FIELDS = {
 }
 
 
-def _day(date: dt.date, row: QualityDay | None, findings: list[Finding], *, staff: bool) -> dict:
+def _day(
+    date: dt.date, row: QualityDay | None, subtree: SubtreeDay, findings: list[Finding], *, staff: bool
+) -> dict:
     row = row or QualityDay(date=date)
     answer = {
         "date": date.isoformat(),
@@ -103,6 +121,7 @@ def _day(date: dt.date, row: QualityDay | None, findings: list[Finding], *, staf
         "orders_by_view": row.orders_by_view,
         "median_seconds_to_order": row.median_seconds_to_order,
         "reconciled": row.reconciled_at is not None,
+        "subtree": {name: getattr(subtree, name) for name in SUBTREE_FIELDS},
         "findings": [
             {"rule": f.rule, "value": f.value, "threshold": f.threshold, "status": f.status} for f in findings
         ],
@@ -114,8 +133,9 @@ def _day(date: dt.date, row: QualityDay | None, findings: list[Finding], *, staf
 
 @extend_schema(
     summary="Traffic quality of one partner per day",
-    description="One entry per business day from start to end, over the partner's own views; flushed every "
-    "minute, exact once reconciled. A portal token gets no client address.",
+    description="One entry per business day from start to end, over the partner's own views, with the "
+    "additive signals of its subtree beside them (`subtree`); flushed every minute, exact once reconciled. A "
+    "portal token gets no client address.",
     parameters=[_CODE, QualityQuery],
     responses={
         200: inline_serializer(
@@ -131,18 +151,23 @@ def _day(date: dt.date, row: QualityDay | None, findings: list[Finding], *, staf
 @api_view(["GET"])
 @permission_classes([QualityReaders])
 def partner_quality(request: Request, code: str) -> Response:
-    """Per day: the partner's views, automated and repeat views, addresses, listed networks and findings."""
+    """Per day: the partner's views, automated and repeat views, addresses, listed networks and findings, and
+    its subtree's sums of the signals that add up."""
     partner = get_visible_partner(request.user, code)
     params = query(QualityQuery, request, today=local_day(timezone.now()))
     start, end = params["start"], params["end"]
     rows = {row.date: row for row in quality_days(partner_id=partner.pk, start=start, end=end)}
+    subtree = subtree_days(partner=partner, start=start, end=end)
     found = findings_by_day(partner_id=partner.pk, start=start, end=end)
     staff = request.user.is_staff
     days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
     return Response(
         {
             "partner": partner.code,
-            "days": [_day(day, rows.get(day), found.get(day, []), staff=staff) for day in days],
+            "days": [
+                _day(day, rows.get(day), subtree.get(day, SubtreeDay()), found.get(day, []), staff=staff)
+                for day in days
+            ],
         }
     )
 

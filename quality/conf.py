@@ -55,6 +55,13 @@ DEFAULTS = {
     "SPIKE_FACTOR": 3,
     # The larger of the hour and its median must reach this many views: 2 views against 0 is no spike.
     "SPIKE_MIN_VIEWS": 100,
+    # manage.py health. Minutes a partner-day counted in Redis may wait for the every-minute flush to write
+    # it: past this, the admin, the API and the rules judge traffic that old (the same 10 minutes the
+    # counters' flush is allowed).
+    "HEALTH_MAX_FLUSH_DELAY_MINUTES": 10,
+    # Days an open finding may wait for a reviewer: it holds its partner-day's commissions from every statement
+    # until someone decides, and a week is a weekly review's rhythm with a margin.
+    "HEALTH_MAX_OPEN_FINDING_DAYS": 7,
 }
 
 quality_setting = AppSettings(
@@ -75,5 +82,7 @@ quality_setting = AppSettings(
         "MIN_ORDERS": positive_int(),
         "SPIKE_FACTOR": _positive_number(),
         "SPIKE_MIN_VIEWS": positive_int(),
+        "HEALTH_MAX_FLUSH_DELAY_MINUTES": positive_int(),
+        "HEALTH_MAX_OPEN_FINDING_DAYS": positive_int(),
     },
 )

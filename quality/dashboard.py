@@ -3,7 +3,8 @@ through ``stats.plugins``).
 
 Dashboard: the open findings (count, the partners with most) and the partners whose last hour is a spike or a
 drop. Partner page: the partner's own signals per day of the range beside its findings, with the evidence (the
-busiest addresses, the time from view to order).
+busiest addresses, the time from view to order), and under them, for a partner with descendants, the line of
+its subtree (the signals that add up).
 """
 
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from quality.display import percent, rule_threshold, rule_value
 from quality.models import Finding, QualityDay
-from quality.selectors import shares
+from quality.selectors import SubtreeDay, shares, subtree_days
 from quality.spikes import traffic_changes
 from stats.plugins import (
     DashboardPage,
@@ -86,10 +87,26 @@ def _evidence(day: QualityDay) -> dict[str, Any]:
     }
 
 
+def _subtree_line(day: SubtreeDay) -> dict[str, Any]:
+    """The subtree's sums with their shares as percentages (of its views; listed: of its addressed views)."""
+    return {
+        "sums": day,
+        "automated_share": percent(day.automated_pv / day.pv if day.pv else None),
+        "repeat_share": percent(day.repeat_pv / day.pv if day.pv else None),
+        "listed_share": percent(day.listed_pv / day.addressed_pv if day.addressed_pv else None),
+    }
+
+
 def _day_rows(page: PartnerPage) -> list[dict[str, Any]]:
-    days = QualityDay.objects.filter(partner=page.partner, date__range=(page.start, page.end)).order_by(
-        "-date"
-    )
+    own = {
+        day.date: day
+        for day in QualityDay.objects.filter(partner=page.partner, date__range=(page.start, page.end))
+    }
+    # Only a partner with descendants has a subtree line; a day only they had views on gets an own line of 0.
+    subtree = subtree_days(partner=page.partner, start=page.start, end=page.end) if page.children else {}
+    days = [
+        own.get(date) or QualityDay(date=date) for date in sorted(own.keys() | subtree.keys(), reverse=True)
+    ]
     found: dict[Any, list[dict[str, Any]]] = {}
     for finding in Finding.objects.filter(partner=page.partner, date__range=(page.start, page.end)).order_by(
         "rule"
@@ -101,14 +118,22 @@ def _day_rows(page: PartnerPage) -> list[dict[str, Any]]:
                 "threshold": rule_threshold(finding.rule, finding.threshold),
             }
         )
-    return [{"day": day, **_evidence(day), "findings": found.get(day.date, [])} for day in days]
+    return [
+        {
+            "day": day,
+            **_evidence(day),
+            "findings": found.get(day.date, []),
+            "subtree": _subtree_line(subtree[day.date]) if day.date in subtree else None,
+        }
+        for day in days
+    ]
 
 
 def partner_page_panel(page: PartnerPage) -> str | None:
-    """Per day of the range: the partner's own signals, its findings and their evidence."""
+    """Per day of the range: the partner's own signals, its findings and their evidence, and its subtree's."""
     if not page.request.user.has_perm(VIEW_FINDINGS):
         return None
-    context = {"partner": page.partner, "rows": _day_rows(page)}
+    context = {"partner": page.partner, "rows": _day_rows(page), "has_subtree": bool(page.children)}
     return render_to_string("admin/quality/partner_panel.html", context, request=page.request)
 
 

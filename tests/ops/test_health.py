@@ -53,6 +53,9 @@ def test_every_problem_is_one_line_and_the_exit_code_is_one(settings, capsys, ka
         "no successful flush for 20 minutes, since 2026-11-22 02:40 (threshold 10 minutes)",
         "yesterday (2026-11-21) is not reconciled, due by 02:00",
         "3 dead letters today (threshold 2): not_json 2, not_object 1",
+        # an app's line (quality), after the pipeline's: A1's view was counted, never flushed to its row
+        "traffic quality: 1 partner-day counted in Redis is not written by the quality flush for more than "
+        "10 minutes (last successful quality flush: none on record)",
     ]
 
 

@@ -46,6 +46,7 @@ def test_staff_read_a_partners_days_with_its_busiest_addresses_and_findings(traf
         "orders_by_view": 0,
         "median_seconds_to_order": None,
         "reconciled": False,
+        "subtree": {"pv": 0, "automated_pv": 0, "repeat_pv": 0, "listed_pv": 0, "orders_by_view": 0},
         "findings": [],
         "top_addresses": [],
     }
@@ -61,6 +62,8 @@ def test_staff_read_a_partners_days_with_its_busiest_addresses_and_findings(traf
         "orders_by_view": 0,
         "median_seconds_to_order": None,
         "reconciled": False,
+        # A1's subtree is A1 and A1a, which had no views: its own figures.
+        "subtree": {"pv": 4, "automated_pv": 0, "repeat_pv": 3, "listed_pv": 0, "orders_by_view": 0},
         # 3 repeats of 4 views = 0.75 > 0.3; one address for every view = 1.0 > 0.5
         "findings": [
             {"rule": "concentration", "value": 1.0, "threshold": 0.5, "status": "open"},
