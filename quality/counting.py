@@ -107,6 +107,8 @@ class RecentViews:
         (the latest only moves forward); ``until``: the batch's moment in epoch seconds."""
         watermark = self.watermark
         empty: dict[str, int] = {}
+        # Each second held once, not once per view: an int is 32 bytes of the ~120 a buyer's latest view costs.
+        moments: dict[int, int] = {}
         for day_key, tally in by_day.items():
             if not tally.views:
                 continue
@@ -121,7 +123,7 @@ class RecentViews:
                 if latest is None:
                     latest = older.get(openid)
                 if latest is None or seconds > latest:
-                    newer[openid] = seconds
+                    newer[openid] = moments.setdefault(seconds, seconds)
                 if latest is not None and latest <= seconds <= latest + window:
                     repeats += 1
             tally.repeats = repeats
