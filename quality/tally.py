@@ -1,7 +1,7 @@
 """A partner-day's signals added up from its views: what the consumer counts per batch and the recount per day.
 
 Both walk the same ``add`` so that a live figure and its exact recount differ only where the live one is an
-estimate (repeats across Kafka partitions or out of order; see ``counting``).
+estimate (repeats across Kafka partitions, out of order, or across a consumer's restart; see ``counting``).
 """
 
 from collections import Counter
@@ -17,7 +17,7 @@ class DayTally:
     pv: int = 0
     automated: int = 0
     listed: int = 0
-    repeats: int = 0
+    repeats: int = 0  # live: set by the consumer from its memory of the partition (``counting.RecentViews``)
     addresses: Counter[str] = field(default_factory=Counter)
     quarters: Counter[int] = field(default_factory=Counter)  # quarter hour of the business day -> views
     # (epoch seconds, openid) of the views with a buyer, for the repeats

@@ -8,7 +8,10 @@ A feature registers, in its ``AppConfig.ready()``, the event type it parses and 
 The pipeline then parses, archives and dead-letters that type like any other. ``writes`` (``CounterWrites``)
 takes the counter's Redis commands for one Kafka partition's events: ``writes.fenced`` ones go in the same
 MULTI/EXEC as the partition's offset (so increments count exactly once; their keys must carry
-``writes.tag``, the partition's hash tag), ``writes.idempotent`` ones just before it, in any slot.
+``writes.tag``, the partition's hash tag), ``writes.idempotent`` ones just before it, in any slot. A counter
+that keeps state in memory from one batch to the next reads ``writes.first_offset`` and ``writes.next_offset``
+(None when the events come from no Kafka read): a batch that does not start where the last one ended was read
+again (a seek back after a stale batch or a rebalance, a rebuilt share).
 
 A feature that keeps its events in the database registers a recorder (``register_recorder("orders",
 event_type="order", record=record_orders)``, ``record(events, *, batch) -> [Refusal]``): after the archive and

@@ -61,8 +61,18 @@ def _queue_counters(writes: CounterWrites, events: Sequence[Event], now: dt.date
     queue_counters(writes, events, now=now)
 
 
-def _recorded_writes(partition: Partition) -> CounterWrites:
-    writes = CounterWrites(partition.number, fenced=RecordedCommands(), idempotent=RecordedCommands())
+def _recorded_writes(partition: Partition, parsed: ParsedBatch | None = None) -> CounterWrites:
+    """``parsed``: the batch whose share these are, for its offsets; None for a trial run (``isolate_failures``)."""
+    first, following = (
+        (parsed.first_offsets[partition], parsed.next_offsets[partition]) if parsed else (None, None)
+    )
+    writes = CounterWrites(
+        partition.number,
+        fenced=RecordedCommands(),
+        idempotent=RecordedCommands(),
+        first_offset=first,
+        next_offset=following,
+    )
     # Before the offset moves: whoever reads the partition's counters finds it listed.
     queue_register(writes.idempotent, partition.number)
     return writes
@@ -79,7 +89,7 @@ def unfenced_writes(pipe: CommandRecorder, partition: int = 0) -> CounterWrites:
 
 
 def _record_counters(parsed: ParsedBatch, partition: Partition) -> CounterWrites:
-    writes = _recorded_writes(partition)
+    writes = _recorded_writes(partition, parsed)
     counted = parsed.events[partition]
     _queue_counters(writes, [c.event for c in counted], parsed.now)
     metrics.record_counted(writes, counted)  # events counted, exactly once with the counters

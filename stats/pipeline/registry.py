@@ -84,6 +84,11 @@ class CounterWrites:
     partition: int
     fenced: CommandRecorder
     idempotent: CommandRecorder
+    # The share's first offset and the offset after it, when it was read from Kafka (None for tools and for the
+    # trial runs that bisect a batch): a counter that keeps state in memory from batch to batch tells by them
+    # whether a batch follows the one before it or is read again.
+    first_offset: int | None = None
+    next_offset: int | None = None
 
     @property
     def tag(self) -> str:

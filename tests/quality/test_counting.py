@@ -224,3 +224,67 @@ def test_a_zombies_apply_behind_the_stored_offset_adds_nothing(redis_client):
         2,
         [["203.0.113.7", 3]],
     )
+
+
+def test_a_batch_built_then_read_again_is_not_compared_with_itself(redis_client):
+    """A consumer builds a batch's counters, then loses the batch (it dies before the apply, or a rebalance
+    moves the fence) and reads the same offsets again: its views were never counted, so none repeats itself."""
+    from stats.pipeline.ingest import build_counters, parse_batch
+
+    create_tree()
+    messages = [Message("topic-r", 0, 40, view("10:00:00", "A1", "o-1"))]
+    build_counters(parse_batch(messages, now=NOON))  # built, never applied
+    assert process_batch(messages, group="gr", now=NOON).counted == 1
+    # The next batch follows the counted one: compared with its view (10 s after: a repeat).
+    follow = [Message("topic-r", 0, 41, view("10:00:10", "A1", "o-1"))]
+    assert process_batch(follow, group="gr", now=NOON).counted == 1
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (2, 1)
+
+
+def test_after_a_seek_the_first_view_is_compared_by_the_recount_alone(redis_client):
+    """A batch that does not start where the partition's last one ended (a restart, a rebalance, a stale batch
+    skipped) forgets the views before it: live, the buyer's view 10 s after is no repeat; the recount finds it."""
+    create_tree()
+    assert process_batch(
+        [Message("topic-s", 0, 7, view("10:00:00", "A1", "o-1"))], group="gs", now=NOON
+    ).counted
+    after = [
+        Message("topic-s", 0, 20, view("10:00:10", "A1", "o-1")),
+        Message("topic-s", 0, 21, view("10:00:15", "A1", "o-1")),
+    ]
+    assert process_batch(after, group="gs", now=NOON).counted == 2
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (3, 1)  # 10:00:15 after 10:00:10 only
+    reconcile(day=DAY, now=NEXT_DAY)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (3, 2)
+
+
+def test_every_key_keeps_a_ttl_set_once_and_old_latest_views_go_with_the_day(redis_client, redis_prefix):
+    """Keys get their safety TTL when created, however the day's views arrive (the address hash may come after
+    the signals hash), and a later apply does not renew it; the buyers' latest views an earlier version kept
+    count for nothing now and are deleted with the day."""
+    create_tree()
+    tag = partition_tag(0)
+    old = quality_keys.last_views(tag, "A1", "20261121")
+    redis_client.hset(old, mapping={"o-1": "1795226400"})  # what a running older version left
+    redis_client.expire(old, 3600)
+    feed([pv_event(at("2026-11-21 10:00:00"), "A1", "o-1")], now=NOON)  # no address: no address hash yet
+    feed([view("10:05:00", "A1", "o-2", ip="203.0.113.7")], now=NOON)
+    signals_key, addresses_key = (
+        quality_keys.signals(tag, "A1", "20261121"),
+        quality_keys.addresses(tag, "A1", "20261121"),
+    )
+    for key in (signals_key, addresses_key):
+        assert quality_keys.DAY_TTL - 60 < redis_client.ttl(key) <= quality_keys.DAY_TTL
+        redis_client.expire(key, 1000)
+    feed(
+        [view("10:06:00", "A1", "o-3", ip="203.0.113.7"), view("10:06:01", "A1", "o-4", ip="203.0.113.9")],
+        now=NOON,
+    )
+    assert 0 < redis_client.ttl(signals_key) <= 1000 and 0 < redis_client.ttl(addresses_key) <= 1000
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"], signals("A1")["distinct_ips"]) == (4, 0, 2)
+    reconcile(day=DAY, now=NEXT_DAY)
+    flush_quality(now=NEXT_DAY)
+    assert [k for k in redis_client.scan_iter(match=f"{{{redis_prefix}:p*}}:q:*")] == []
