@@ -9,7 +9,9 @@ One transaction per batch, events in ``ts`` order:
 
 Set-based: a batch reads what it needs in a fixed number of queries (events seen, the orders it touches, locked,
 with their refunds and ledger totals, the refunds held for the orders it pays, rates, closed months), works out
-every row in memory in ``ts`` order, and writes each table in one insert, whatever its number of events.
+every row in memory in ``ts`` order, and writes each table in one insert, whatever its number of events: plain
+rows, not model instances, through ``ledger.insert_rows`` (preparing values through ``bulk_create`` cost most of a
+batch's CPU).
 
 An event id seen before changes nothing, so a batch read again after a crash records nothing twice and refuses
 the same events. A refund beyond what is left, or a ``paid`` with no rate in force, is refused (a dead letter).
@@ -18,7 +20,10 @@ the same events. A refund beyond what is left, or a ``paid`` with no rate in for
 import datetime as dt
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from operator import attrgetter
+from typing import NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -49,12 +54,57 @@ class _Lookups:
     rates: dict[tuple[str, dt.date], Rate | None]
 
 
+@dataclass(slots=True)
+class _Order:
+    """The row of an order: read (locked) when an earlier batch recorded it, else inserted by this one (``pk``
+    set once inserted). Plain values, no model instance: a batch holds hundreds."""
+
+    order_id: str
+    openid: str
+    partner_id: int | None
+    path: str
+    attribution: str
+    view_event_id: str
+    view_ts: dt.datetime | None
+    view_url: str
+    commission_bp: int
+    chain: list[dict[str, int]]
+    currency: str
+    amount: int
+    rate: Decimal
+    rate_valid_from: dt.date
+    amount_reporting: int
+    paid_event_id: str
+    paid_at: dt.datetime
+    paid_date: dt.date
+    pk: int | None = None
+
+
+_ORDER_FIELDS = tuple(f.name for f in fields(_Order) if f.name != "pk")
+_order_values = attrgetter(*_ORDER_FIELDS)
+
+
+class _NewEvent(NamedTuple):
+    """An ``OrderEvent`` row to insert, its order's key read when it is written."""
+
+    order: _Order
+    event_id: str
+    status: str
+    ts: dt.datetime
+    date: dt.date
+    amount: int
+    amount_reporting: int
+
+
+_EVENT_FIELDS = ("order_id", *_NewEvent._fields[1:])
+
+
 @dataclass
 class _Known:
     """An order the batch refunds or pays: recorded before (locked) or by this batch, with what its refunds took
     back and each chain partner's ledger total, kept up to date as the batch's events are worked out."""
 
-    order: Order
+    order: _Order
     refunded: int = 0
     refunded_reporting: int = 0
     holds: dict[int, int] = field(default_factory=dict)
@@ -66,9 +116,9 @@ class _Rows:
 
     closed: frozenset[dt.date]
     now: dt.datetime
-    orders: list[Order] = field(default_factory=list)
-    events: list[OrderEvent] = field(default_factory=list)
-    entries: list[LedgerEntry] = field(default_factory=list)
+    orders: list[_Order] = field(default_factory=list)
+    events: list[_NewEvent] = field(default_factory=list)
+    entries: list[ledger.NewEntry] = field(default_factory=list)
     held: list[HeldRefund] = field(default_factory=list)
     applied: list[HeldRefund] = field(default_factory=list)
     given_up: list[tuple[HeldRefund, str]] = field(default_factory=list)
@@ -121,18 +171,22 @@ def _unseen(orders: Sequence[ParsedOrderEvent]) -> list[ParsedOrderEvent]:
 
 def _known(order_ids: set[str]) -> dict[str, _Known]:
     """The recorded orders among ``order_ids``, locked, with their refunds' totals and ledger holdings."""
-    orders = list(Order.objects.select_for_update().filter(order_id__in=order_ids).order_by("pk"))
+    locked = Order.objects.select_for_update().filter(order_id__in=order_ids).order_by("pk")
+    orders = {row[-1]: _Order(*row) for row in locked.values_list(*_ORDER_FIELDS, "pk")}
     if not orders:
         return {}
     totals = (
-        OrderEvent.objects.filter(order__in=[o.pk for o in orders])
+        OrderEvent.objects.filter(order__in=list(orders))
         .exclude(status=PAID)
         .values_list("order_id")
         .annotate(refunded=Sum("amount"), reporting=Sum("amount_reporting"))
     )
     refunds = {pk: (refunded, reporting) for pk, refunded, reporting in totals}
-    holdings = ledger.holdings(orders)
-    return {o.order_id: _Known(o, *refunds.get(o.pk, (0, 0)), holds=holdings.get(o.pk, {})) for o in orders}
+    holdings = ledger.holdings(orders.values())
+    return {
+        o.order_id: _Known(o, *refunds.get(pk, (0, 0)), holds=holdings.get(pk, {}))
+        for pk, o in orders.items()
+    }
 
 
 def _waiting(order_ids: set[str]) -> dict[str, list[HeldRefund]]:
@@ -167,14 +221,20 @@ def _record(orders: Sequence[ParsedOrderEvent], lookups: _Lookups) -> list[Refus
 
 
 def _write(rows: _Rows) -> None:
-    """Insert the batch's rows, orders first (bulk_create gives them their keys), then what refers to them."""
-    Order.objects.bulk_create(rows.orders)
-    OrderEvent.objects.bulk_create(rows.events)
+    """Insert the batch's rows, orders first (the insert returns their keys), then what refers to them."""
+    ids = ledger.insert_rows(
+        Order, _ORDER_FIELDS, list(map(_order_values, rows.orders)), now=rows.now, key="order_id"
+    )
+    for order in rows.orders:
+        order.pk = ids[order.order_id]
+    events = [(event.order.pk, *event[1:]) for event in rows.events]
+    ledger.insert_rows(OrderEvent, _EVENT_FIELDS, events, now=rows.now)
+    # Held refunds are few (a refund counted before its payment): model instances, their keys for give_up.
     HeldRefund.objects.bulk_create([r for r in rows.held if r.pk is None])
     HeldRefund.objects.filter(pk__in=[r.pk for r in rows.applied]).update(applied_at=rows.now)
     for refund, detail in rows.given_up:
         held.give_up(refund, detail=detail, now=rows.now)
-    ledger.append_entries(rows.entries)
+    ledger.append_entries(rows.entries, now=rows.now)
 
 
 def _chain(partner: Partner) -> list[dict[str, int]]:
@@ -208,15 +268,7 @@ def _paid(
     known[event.order_id] = paid = _Known(order)
     rows.orders.append(order)
     rows.events.append(
-        OrderEvent(
-            event_id=event.event_id,
-            order=order,
-            status=OrderEvent.Status.PAID,
-            ts=event.ts,
-            date=day,
-            amount=order.amount,
-            amount_reporting=order.amount_reporting,
-        )
+        _NewEvent(order, event.event_id, PAID, event.ts, day, order.amount, order.amount_reporting)
     )
     if order.chain:
         entries = ledger.commission_entries(order, closed=rows.closed)
@@ -247,19 +299,19 @@ def _apply_held(known: _Known, refund: HeldRefund, rows: _Rows) -> None:
         rows.applied.append(refund)
 
 
-def _order(event: ParsedOrderEvent, lookups: _Lookups, rate: Rate) -> Order:
+def _order(event: ParsedOrderEvent, lookups: _Lookups, rate: Rate) -> _Order:
     """The order of a ``paid`` event, attributed, with its chain and rates (not saved yet)."""
     view = lookups.views.get(event.event_id)
     code = event.partner.code if event.partner else view.partner if view else ""
     partner = lookups.partners.get(code)
     how = Order.Attribution.EXPLICIT if event.partner else Order.Attribution.VIEW if partner else None
     by_view = view if view and how == Order.Attribution.VIEW else None
-    return Order(
+    return _Order(
         order_id=event.order_id,
         openid=event.openid,
-        partner=partner,
+        partner_id=partner.pk if partner else None,
         path=partner.path if partner else "",
-        attribution=how or Order.Attribution.NONE,
+        attribution=(how or Order.Attribution.NONE).value,
         view_event_id=by_view.event_id if by_view else "",
         view_ts=by_view.ts if by_view else None,
         view_url=by_view.url if by_view else "",
@@ -320,19 +372,9 @@ def refund_rows(
     )
     known.refunded += amount
     known.refunded_reporting += reporting
-    rows.events.append(
-        OrderEvent(
-            event_id=event_id,
-            order=order,
-            status=status,
-            ts=ts,
-            date=local_day(ts),
-            amount=amount,
-            amount_reporting=reporting,
-        )
-    )
+    rows.events.append(_NewEvent(order, event_id, status, ts, local_day(ts), amount, reporting))
     if order.chain:
-        reason = LedgerEntry.Reason.CANCELLATION if status == CANCELLED else LedgerEntry.Reason.REFUND
+        reason = (LedgerEntry.Reason.CANCELLATION if status == CANCELLED else LedgerEntry.Reason.REFUND).value
         entries = ledger.difference_entries(
             order,
             known.holds,
