@@ -36,7 +36,7 @@ from conversions.models import (
     OrderEvent,
     Statement,
 )
-from conversions.selectors import REVERSALS, OrderStatus, OrderWithMoney, orders_with_money
+from conversions.selectors import OrderStatus, OrderWithMoney, orders_with_money
 from cpsproject.common.admin_csv import ReadOnlyCsvAdmin
 from cpsproject.common.admin_filters import DateRangeFilter
 from cpsproject.common.labels import Label
@@ -99,7 +99,7 @@ class OrderStatusFilter(admin.SimpleListFilter):
 def _refunded_reporting() -> Coalesce:
     """The order's refunds and cancellation in the reporting currency, as a subquery (0 when none)."""
     refunds = (
-        OrderEvent.objects.filter(order=OuterRef("pk"), status__in=REVERSALS)
+        OrderEvent.objects.filter(order=OuterRef("pk"), status__in=OrderEvent.REVERSALS)
         .order_by()
         .values("order")
         .annotate(total=Sum("amount_reporting"))

@@ -22,7 +22,6 @@ from partners.models import Partner
 from stats.plugins import DashboardPage, PartnerPage, register_dashboard_panel, register_partner_page_panel
 
 VIEW_ORDERS = "conversions.view_order"
-REFUNDS = [OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED]
 TOP_LIMIT = 10
 SELF = "self"
 
@@ -38,7 +37,9 @@ def orders_in_scope(partner: Partner | None, scope: str) -> QuerySet[Order]:
 
 
 def _refunds(orders: QuerySet[Order], start: dt.date, end: dt.date) -> QuerySet[OrderEvent]:
-    return OrderEvent.objects.filter(order__in=orders, status__in=REFUNDS, date__gte=start, date__lte=end)
+    return OrderEvent.objects.filter(
+        order__in=orders, status__in=OrderEvent.REVERSALS, date__gte=start, date__lte=end
+    )
 
 
 @dataclass(frozen=True)

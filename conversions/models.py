@@ -106,6 +106,9 @@ class OrderEvent(models.Model):
         REFUNDED = "refunded", _("refunded")
         CANCELLED = "cancelled", _("cancelled")
 
+    # The statuses that take money back: what a refund total, a day's refunds and the recount add up.
+    REVERSALS = (Status.REFUNDED, Status.CANCELLED)
+
     event_id = models.CharField(verbose_name=_("event id"), max_length=EVENT_ID_LENGTH, unique=True)
     order = models.ForeignKey(Order, verbose_name=_("order"), on_delete=models.PROTECT, related_name="events")
     status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices)

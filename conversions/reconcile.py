@@ -34,7 +34,6 @@ from cpsproject.common.upsert import upsert_rows
 from partners.selectors import Lineage, partner_lineages
 from stats.plugins import ArchivedEvent, Envelope, Rejected, archived_events
 
-REVERSALS = (OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED)
 # Event ids per IN (...) list: a busy day has tens of thousands of order events.
 _CHUNK = 5000
 # Ids named in the summary line.
@@ -113,7 +112,7 @@ def _recorded_figures(day: dt.date) -> PartnerFigures:
     for row in paid.order_by():
         figures[row["partner_id"]].orders, figures[row["partner_id"]].gross = row["n"], row["g"] or 0
     refunds = (
-        OrderEvent.objects.filter(date=day, status__in=REVERSALS)
+        OrderEvent.objects.filter(date=day, status__in=OrderEvent.REVERSALS)
         .values("order__partner_id")
         .annotate(r=Sum("amount_reporting"))
     )
@@ -136,7 +135,7 @@ def _archive_figures(events: Sequence[ArchivedEvent]) -> PartnerFigures:
             figures[partner_id].gross += amount
     for ids in _chunks(refund_ids):
         for partner_id, amount in OrderEvent.objects.filter(
-            event_id__in=ids, status__in=REVERSALS
+            event_id__in=ids, status__in=OrderEvent.REVERSALS
         ).values_list("order__partner_id", "amount_reporting"):
             figures[partner_id].refunded += amount
     return dict(figures)

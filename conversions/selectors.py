@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # django-stubs' helper is a dev requirement: the product neve
     from django_stubs_ext import WithAnnotations
 
 RATE_PLACES = Decimal("0.0001")
-REVERSALS = (OrderEvent.Status.REFUNDED, OrderEvent.Status.CANCELLED)
 _ONE_DAY = dt.timedelta(days=1)
 
 
@@ -106,7 +105,10 @@ def _order_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.da
 def _refund_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, tuple[int, int]]:
     rows = (
         OrderEvent.objects.filter(
-            in_subtree(partner, "order__path"), status__in=REVERSALS, date__gte=start, date__lte=end
+            in_subtree(partner, "order__path"),
+            status__in=OrderEvent.REVERSALS,
+            date__gte=start,
+            date__lte=end,
         )
         .values("date")
         .annotate(
@@ -264,7 +266,7 @@ def orders_with_money(
     if earners is not None:
         entries = entries.filter(partner__path__startswith=earners.path)
     return queryset.annotate(
-        refunded=_sum_of(events.filter(status__in=REVERSALS), "amount"),
+        refunded=_sum_of(events.filter(status__in=OrderEvent.REVERSALS), "amount"),
         commission=_sum_of(entries, "amount"),
         cancelled=Exists(events.filter(status=OrderEvent.Status.CANCELLED)),
     ).annotate(
