@@ -7,8 +7,10 @@ Dead letters stay outside it: their payloads may hold users' data (``stats.view_
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
@@ -71,3 +73,32 @@ def ensure_statistics_viewers(
             permission_model.objects.get(content_type__app_label=app_label, codename=codename)
         )
     return group
+
+
+def grant_in_migration(
+    apps: Any,
+    *,
+    app_labels: Sequence[str] | None,
+    group_name: str = GROUP_NAME,
+    permissions: Sequence[tuple[str, str]] = PERMISSIONS,
+) -> None:
+    """For a data migration: give the group ``permissions`` of ``app_labels``' models (every app's when None).
+
+    Permissions are created after all migrations (post_migrate), so on a new database they do not exist yet:
+    they are created here first. ``create_permissions`` skips an app without ``models_module``, which a
+    migration's app registry never sets, so it is set for the call.
+    """
+    configs = apps.get_app_configs() if app_labels is None else map(apps.get_app_config, app_labels)
+    for app_config in configs:
+        models_module = getattr(app_config, "models_module", None)
+        app_config.models_module = models_module or True
+        try:
+            create_permissions(app_config, apps=apps, verbosity=0)
+        finally:
+            app_config.models_module = models_module
+    ensure_statistics_viewers(
+        group_model=apps.get_model("auth", "Group"),
+        permission_model=apps.get_model("auth", "Permission"),
+        group_name=group_name,
+        permissions=permissions,
+    )

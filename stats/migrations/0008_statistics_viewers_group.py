@@ -1,25 +1,13 @@
 """Ship the "statistics viewers" group (``cpsproject.common.viewers``): granting a staff user the statistics is
 one click. Statistics pages and API reads now ask for the view permissions this group holds."""
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from cpsproject.common.viewers import ensure_statistics_viewers
+from cpsproject.common.viewers import grant_in_migration
 
 
 def create_group(apps, schema_editor) -> None:
-    # Permissions are created after all migrations (post_migrate): on a new database they do not exist yet.
-    # create_permissions skips an app without models_module, which a migration's app registry never sets.
-    for app_config in apps.get_app_configs():
-        models_module = getattr(app_config, "models_module", None)
-        app_config.models_module = models_module or True
-        try:
-            create_permissions(app_config, apps=apps, verbosity=0)
-        finally:
-            app_config.models_module = models_module
-    ensure_statistics_viewers(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+    grant_in_migration(apps, app_labels=None)
 
 
 class Migration(migrations.Migration):
