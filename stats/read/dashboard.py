@@ -131,7 +131,7 @@ def dashboard_figures(
     else:
         days = site_days(start=start, end=end, now=now)
         # The no-partner traffic alone has no union over days here; a very long range gives None (shown —).
-        range_uv = site_uv_between(start=start, end=end, now=now) if scope == TREE else None
+        range_uv = _site_range_uv(days, start, end, now=now) if scope == TREE else None
     scoped = [ScopedDay(day, *in_scope(day, scope)) for day in days]
     range_pv = sum(day.pv for day in scoped)
     # step 2
@@ -180,14 +180,22 @@ def _partner_range_uv(
 def site_totals(start: dt.date, end: dt.date, *, now: dt.datetime) -> tuple[int, int | None]:
     """The whole site's PV and UV over ``start..end``: the denominators of a partner's shares."""
     days = site_days(start=start, end=end, now=now)
-    return sum(day.pv for day in days), site_uv_between(start=start, end=end, now=now)
+    return sum(day.pv for day in days), _site_range_uv(days, start, end, now=now)
 
 
 def _site_scope_totals(start: dt.date, end: dt.date, *, scope: str, now: dt.datetime) -> Totals:
     """All traffic's PV and UV in ``scope`` (the no-partner traffic's UV over a range is not known)."""
     days = site_days(start=start, end=end, now=now)
-    uv = site_uv_between(start=start, end=end, now=now) if scope == TREE else None
+    uv = _site_range_uv(days, start, end, now=now) if scope == TREE else None
     return Totals(sum(in_scope(day, scope)[0] for day in days), uv)
+
+
+def _site_range_uv(days: list[DayNumbers], start: dt.date, end: dt.date, *, now: dt.datetime) -> int | None:
+    """The whole site's UV over ``start..end``: one day's as the site's day list shows it (a single source's
+    own figure, exact once reconciled, where the union of its HyperLogLogs would be an estimate)."""
+    if start == end:
+        return days[0].uv
+    return site_uv_between(start=start, end=end, now=now)
 
 
 @dataclass(frozen=True)

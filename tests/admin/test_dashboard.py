@@ -5,8 +5,10 @@ from html import unescape
 
 import pytest
 
-from tests.admin.conftest import CLOCK
-from tests.factories import at
+from stats.jobs.flush import flush
+from stats.jobs.reconcile import reconcile
+from tests.admin.conftest import CLOCK, NOON, YESTERDAY
+from tests.factories import at, create_tree, feed, pv_event
 
 CLOCK_MOMENT = at("2026-11-22 09:00")
 
@@ -232,3 +234,17 @@ def test_pipeline_health_panel_shows_jobs_drift_and_todays_dead_letters(boss, tw
     assert re.findall(r"<dd>([^<]*)</dd>", drift)[:3] == ["11/21/2026", "0", "0"]
     letters = panel[panel.index('id="dead-letters-today"') :]
     assert re.findall(r"<tr><td>([^<]*)</td><td>(\d+)</td></tr>", letters) == [("unknown partner code", "2")]
+
+
+def test_a_one_day_comparison_shows_the_days_uv_as_its_list_does_not_a_hyperloglog_estimate(boss):
+    """111 buyers (o-1 … o-111) of the lone root B yesterday, reconciled: Redis' HyperLogLog counts that set as
+    110, the day list and the API show the exact 111, and the comparison must say the same, for the site and
+    for B."""
+    create_tree()
+    feed([pv_event(NOON, "B", f"o-{n}") for n in range(1, 112)], now=NOON)
+    flush(now=at("2026-11-21 13:00"))
+    reconcile(day=YESTERDAY, now=at("2026-11-22 00:40"))
+    for partner in ({}, {"partner": "B"}):
+        html = boss.get("/admin/", {"start": "2026-11-21", "end": "2026-11-21", **partner}).content.decode()
+        assert comparison(html)["uv"][0] == "111", partner
+        assert day_row(html, "days-table", "2026-11-21")[2] == "111", partner
