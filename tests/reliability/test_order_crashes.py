@@ -25,7 +25,7 @@ from partners.models import Partner
 from stats.models import DeadLetter
 from tests.factories import create_tree
 from tests.reliability.flow import PARTITIONS, counted_in_redis, produce
-from tests.reliability.procs import wait_until
+from tests.reliability.procs import patience, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 log = logging.getLogger("reliability")
@@ -151,7 +151,10 @@ def _kill_consumer_a_few_times(children, kafka_settings, produced: int, kills_pl
                 lambda target=target, child=child: (
                     counted_in_redis(kafka_settings) >= target or not child.alive()
                 ),
-                seconds=120,
+                # Counting up to three batches of 200 (with their orders' recording) after a start that may
+                # wait for the member killed before to leave the group (its session) and a rebalance, on
+                # top of a first join: a fixed 120 s ran out once at load 10.
+                seconds=patience(target - before, batch=200, more=120),
                 what="the consumer to count a few batches",
                 every=0.005,
             )
