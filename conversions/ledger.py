@@ -13,23 +13,23 @@ sums the month and closes it (``books_closed``). Bookings do not wait for one an
 bookings in flight to commit and holds new ones back until it has committed, so an entry dated in a month
 being closed is either in its statement or booked into the first open month, never in neither.
 
-Entries are appended as plain rows (``NewEntry``) by ``insert_rows``, which the recorder also writes its orders
-and order events with: one statement per table and batch, values converted as Django would, no model instances.
+Entries are appended as plain rows (``NewEntry``), one insert a batch (``cpsproject.common.upsert.insert_rows``,
+which the recorder also writes its orders and order events with).
 """
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from django.db import connection, models
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
 from conversions.models import LedgerEntry, LedgerGate, MonthClose
 from conversions.money import commission, split
-from cpsproject.common.columns import column, field_column
 from cpsproject.common.timeutil import local_day
+from cpsproject.common.upsert import insert_rows
 
 _GATE_ID = 1
 # A shared row lock, as each backend spells it.
@@ -198,151 +198,3 @@ def append_entries(entries: Sequence[NewEntry], *, now: dt.datetime | None = Non
     """Append a batch's entries (their orders saved): one insert, never an edit."""
     rows = [(entry.order.pk, *entry[1:]) for entry in entries]
     insert_rows(LedgerEntry, ("order_id", *_ENTRY_FIELDS), rows, now=now or timezone.now())
-
-
-# Field types whose Python values the drivers take as they are.
-_PLAIN_TYPES = frozenset(
-    {
-        "AutoField",
-        "BigAutoField",
-        "BigIntegerField",
-        "CharField",
-        "IntegerField",
-        "PositiveIntegerField",
-        "PositiveSmallIntegerField",
-        "TextField",
-    }
-)
-# A MySQL statement stops growing past this size, far below max_allowed_packet (16 MB by default on MariaDB).
-_MAX_STATEMENT_BYTES = 1_000_000
-
-
-def _columns(
-    model: type[models.Model], fields: Sequence[str]
-) -> tuple[list[models.Field], list[models.Field]]:
-    """Return the fields named ``fields`` and the ``auto_now_add`` ones; raise ``ValueError`` if that leaves
-    out a column (a field added to the model, say)."""
-    meta = model._meta
-    given = [f for f in map(meta.get_field, fields) if isinstance(f, models.Field)]
-    auto = [f for f in meta.concrete_fields if getattr(f, "auto_now_add", False)]
-    missing = {f.attname for f in meta.concrete_fields if not f.primary_key} - {
-        f.attname for f in given + auto
-    }
-    if missing or len(given) != len(fields):
-        raise ValueError(f"{meta.label}: no value for {', '.join(sorted(missing)) or 'a relation'}")
-    return given, auto
-
-
-def _to_db(field: models.Field, values: Sequence[Any]) -> Sequence[Any]:
-    """Return ``values`` of ``field`` as Django sends them to the database, each distinct value converted once
-    (a batch's rows share their days, rates and events' times)."""
-    stored = field.target_field if isinstance(field, models.ForeignKey) else field
-    kind = stored.get_internal_type()
-    if kind in _PLAIN_TYPES:
-        return values
-    ops = connection.ops
-
-    def convert(value: Any) -> Any:
-        # An aware time skips the field's checks for a naive one: what Django does with it, at a third the cost.
-        if kind == "DateTimeField" and value is not None and value.utcoffset() is not None:
-            return ops.adapt_datetimefield_value(value)
-        return field.get_db_prep_save(value, connection)
-
-    try:
-        converted = {value: convert(value) for value in set(values)}
-    except TypeError:  # unhashable: a JSON list
-        return list(map(convert, values))
-    return list(map(converted.__getitem__, values))
-
-
-def _mysql_rows(columns: Sequence[Sequence[Any]]) -> list[bytes]:
-    """Return each row's ``(…)`` of SQL literals, escaped by the driver in C once per distinct value of a column;
-    integers formatted without a driver call (mysqlclient quotes each parameter through Python calls)."""
-    db = connection.connection  # the MySQLdb connection: the caller's cursor has opened it
-    literals = []
-    for values in columns:
-        if set(map(type, values)) == {int}:
-            literals.append(list(map(b"%d".__mod__, values)))
-            continue
-        try:
-            known = {value: db.literal(value) for value in set(values)}
-        except TypeError:  # unhashable
-            literals.append([db.literal(value) for value in values])
-            continue
-        literals.append(list(map(known.__getitem__, values)))
-    template = b"(" + b",".join([b"%s"] * len(columns)) + b")"
-    return list(map(template.__mod__, zip(*literals, strict=True)))
-
-
-def _mysql_statements(head: bytes, rows: list[bytes], tail: bytes) -> Iterator[bytes]:
-    statement, size = [], 0
-    for row in rows:
-        statement.append(row)
-        size += len(row) + 1
-        if size > _MAX_STATEMENT_BYTES:
-            yield head + b",".join(statement) + tail
-            statement, size = [], 0
-    if statement:
-        yield head + b",".join(statement) + tail
-
-
-def insert_rows(
-    model: type[models.Model],
-    fields: Sequence[str],
-    rows: Sequence[tuple],
-    *,
-    now: dt.datetime,
-    key: str | None = None,
-) -> dict[Any, int]:
-    """Insert ``rows`` (tuples of the values of ``fields``; ``auto_now_add`` fields get ``now``) from plain
-    tuples, no model instances, in one statement (a few for thousands of rows). Return {``key`` value: pk} of
-    the rows when ``key`` is given, else {}. Never an upsert: a row whose unique key is taken fails the insert
-    (``IntegrityError``), as ``bulk_create`` does."""
-    if not rows:
-        return {}
-    given, auto = _columns(model, fields)
-    columns = [_to_db(f, values) for f, values in zip(given, zip(*rows, strict=True), strict=True)]
-    columns += [[f.get_db_prep_save(now, connection)] * len(rows) for f in auto]
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(field_column(f)) for f in given + auto)
-    head = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES "
-    tail = ""
-    if key is not None and connection.features.can_return_rows_from_bulk_insert:
-        tail = f" RETURNING {quote(column(model, key))}, {quote(column(model, 'id'))}"
-    with connection.cursor() as cursor:
-        if connection.vendor == "mysql":
-            ids = _insert_mysql(cursor, head, _mysql_rows(columns), tail)
-        else:
-            ids = _insert_with_parameters(cursor, head, list(zip(*columns, strict=True)), tail, given + auto)
-    if key is not None and not tail:  # MySQL: no RETURNING, the keys read back
-        keys = [row[fields.index(key)] for row in rows]
-        ids.update(model._default_manager.filter(**{f"{key}__in": keys}).values_list(key, "pk"))
-    return ids
-
-
-def _insert_mysql(cursor: Any, head: str, rows: list[bytes], tail: str) -> dict[Any, int]:
-    """Insert rows of literals in statements of up to ``_MAX_STATEMENT_BYTES``; return what ``tail`` returns."""
-    returned: dict[Any, int] = {}
-    for statement in _mysql_statements(head.encode(), rows, tail.encode()):
-        cursor.execute(statement)
-        if tail:
-            returned.update(cursor.fetchall())
-    return returned
-
-
-def _insert_with_parameters(
-    cursor: Any, head: str, rows: list[tuple], tail: str, columns: list[models.Field]
-) -> dict[Any, int]:
-    """Insert through the driver's parameters (SQLite): one ``executemany``, or, to return the keys, statements
-    of as many rows as bulk_create puts in one (SQLite binds at most 999 values a statement)."""
-    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    if not tail:
-        cursor.executemany(head + row_sql, rows)
-        return {}
-    returned: dict[Any, int] = {}
-    size = max(1, connection.ops.bulk_batch_size(columns, rows))
-    for start in range(0, len(rows), size):
-        chunk = rows[start : start + size]
-        cursor.execute(head + ", ".join([row_sql] * len(chunk)) + tail, [v for row in chunk for v in row])
-        returned.update(cursor.fetchall())
-    return returned

@@ -10,7 +10,7 @@ One transaction per batch, events in ``ts`` order:
 Set-based: a batch reads what it needs in a fixed number of queries (events seen, the orders it touches, locked,
 with their refunds and ledger totals, the refunds held for the orders it pays, rates, closed months), works out
 every row in memory in ``ts`` order, and writes each table in one insert, whatever its number of events: plain
-rows, not model instances, through ``ledger.insert_rows`` (preparing values through ``bulk_create`` cost most of a
+rows, not model instances, through ``insert_rows`` (preparing values through ``bulk_create`` cost most of a
 batch's CPU).
 
 An event id seen before changes nothing, so a batch read again after a crash records nothing twice and refuses
@@ -35,6 +35,7 @@ from conversions.events import CANCELLED, PAID, ParsedOrderEvent
 from conversions.models import HeldRefund, LedgerEntry, Order, OrderEvent
 from conversions.money import Rate, chain_shares, rates_on, to_reporting
 from cpsproject.common.timeutil import local_day
+from cpsproject.common.upsert import insert_rows
 from partners.models import Partner
 from stats.plugins import Event, Reason, Refusal
 
@@ -222,13 +223,13 @@ def _record(orders: Sequence[ParsedOrderEvent], lookups: _Lookups) -> list[Refus
 
 def _write(rows: _Rows) -> None:
     """Insert the batch's rows, orders first (the insert returns their keys), then what refers to them."""
-    ids = ledger.insert_rows(
+    ids = insert_rows(
         Order, _ORDER_FIELDS, list(map(_order_values, rows.orders)), now=rows.now, key="order_id"
     )
     for order in rows.orders:
         order.pk = ids[order.order_id]
     events = [(event.order.pk, *event[1:]) for event in rows.events]
-    ledger.insert_rows(OrderEvent, _EVENT_FIELDS, events, now=rows.now)
+    insert_rows(OrderEvent, _EVENT_FIELDS, events, now=rows.now)
     # Held refunds are few (a refund counted before its payment): model instances, their keys for give_up.
     HeldRefund.objects.bulk_create([r for r in rows.held if r.pk is None])
     HeldRefund.objects.filter(pk__in=[r.pk for r in rows.applied]).update(applied_at=rows.now)

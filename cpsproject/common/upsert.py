@@ -1,19 +1,25 @@
-"""Absolute-value upserts that work the same on MySQL and SQLite, NULL keys included.
+"""Plain-row writes that work the same on MySQL and SQLite: absolute-value upserts (NULL keys included) and inserts.
 
-Rows whose key has no NULL go out as one multi-row ``INSERT … ON DUPLICATE KEY UPDATE`` (MySQL, MariaDB) or
-``INSERT … ON CONFLICT (key) DO UPDATE`` (SQLite, PostgreSQL) per chunk, built once per chunk from Django's own
-backend operations: no model instances, no ORM query building per row. On MySQL the statement is built here
-with the driver's C escaping, each distinct value escaped once: mysqlclient would quote every parameter through
-Python calls, which cost about as much as MariaDB spends inserting the rows. ``upsert_chunks`` writes a stream
-of chunks, sending each chunk's statement before it asks for the next chunk, so that on MySQL whatever produces
-the rows (a flush reading Redis) runs while the database inserts. A unique constraint does not stop
-duplicate NULL keys (MySQL, SQLite and PostgreSQL alike), so rows with a NULL in their key (the site-wide rows,
-a handful per flush) are matched here with an UPDATE and inserted only when it found nothing.
+Both build multi-row statements once per chunk from Django's own backend operations: no model instances, no ORM
+query building per row. On MySQL the statement is built here with the driver's C escaping, each distinct value
+of a column escaped once: mysqlclient would quote every parameter through Python calls, which cost about as much
+as MariaDB spends inserting the rows.
+
+- ``upsert_rows``: one multi-row ``INSERT … ON DUPLICATE KEY UPDATE`` (MySQL, MariaDB) or ``INSERT … ON CONFLICT
+  (key) DO UPDATE`` (SQLite, PostgreSQL) per chunk for the rows whose key has no NULL. A unique constraint does
+  not stop duplicate NULL keys (MySQL, SQLite and PostgreSQL alike), so rows with a NULL in their key (the
+  site-wide rows, a handful per flush) are matched with an UPDATE and inserted only when it found nothing.
+- ``upsert_chunks``: a stream of chunks, each chunk's statement sent before the next chunk is asked for, so that
+  on MySQL whatever produces the rows (a flush reading Redis) runs while the database inserts.
+- ``insert_rows``: a plain ``INSERT`` of tuples, never an upsert (a taken unique key raises ``IntegrityError``),
+  returning the keys of the rows when asked: ``RETURNING`` where the backend has it (MariaDB, SQLite), else
+  read back (MySQL).
 """
 
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from operator import itemgetter
 from types import TracebackType
 from typing import Any
@@ -41,6 +47,7 @@ _PLAIN_TYPES = frozenset(
         "IntegerField",
         "PositiveBigIntegerField",
         "PositiveIntegerField",
+        "PositiveSmallIntegerField",
         "SmallIntegerField",
         "TextField",
     }
@@ -91,6 +98,40 @@ def upsert_chunks(
                     in_flight.send(statement)
     for row in null_keyed.values():
         _upsert_null_keyed(model, row, key_fields=key_fields, now=now)
+
+
+def insert_rows(
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Sequence[tuple],
+    *,
+    now: dt.datetime,
+    key: str | None = None,
+) -> dict[Any, int]:
+    """Insert ``rows`` (tuples of the values of ``fields``; ``auto_now_add`` fields get ``now``) from plain
+    tuples, no model instances, in one statement (a few for thousands of rows). Return {``key`` value: pk} of
+    the rows when ``key`` is given, else {}. Never an upsert: a row whose unique key is taken fails the insert
+    (``IntegrityError``), as ``bulk_create`` does."""
+    if not rows:
+        return {}
+    given, auto = _insert_columns(model, fields)
+    columns = [_db_column(f, values) for f, values in zip(given, zip(*rows, strict=True), strict=True)]
+    columns += [[f.get_db_prep_save(now, connection)] * len(rows) for f in auto]
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(field_column(f)) for f in given + auto)
+    head = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES "
+    tail = ""
+    if key is not None and connection.features.can_return_rows_from_bulk_insert:
+        tail = f" RETURNING {quote(column(model, key))}, {quote(column(model, 'id'))}"
+    with connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            ids = _insert_mysql(cursor, head, columns, tail)
+        else:
+            ids = _insert_with_parameters(cursor, head, list(zip(*columns, strict=True)), tail, given + auto)
+    if key is not None and not tail:  # MySQL: no RETURNING, the keys read back
+        keys = [row[fields.index(key)] for row in rows]
+        ids.update(model._default_manager.filter(**{f"{key}__in": keys}).values_list(key, "pk"))
+    return ids
 
 
 def _grouped(
@@ -164,23 +205,53 @@ def _same(value: Any) -> Any:
 
 
 def _db_value(field: models.Field) -> Callable[[Any], Any]:
+    """Return the conversion of ``field``'s values to what Django sends the database (the identity for plain
+    types)."""
     stored = (
         field.target_field if isinstance(field, models.ForeignKey) else field
     )  # a key holds its target's type
     internal = stored.get_internal_type()
     if internal in _PLAIN_TYPES:
         return _same
+    prep = _prep_save(field, internal)
     if internal in _REPEATED_TYPES:
         # A flush writes 1,000 partners' rows of each bucket start: convert each distinct value once.
         converted: dict[Any, Any] = {}
 
         def convert(value: Any) -> Any:
             if value not in converted:
-                converted[value] = field.get_db_prep_save(value, connection)
+                converted[value] = prep(value)
             return converted[value]
 
         return convert
-    return lambda value: field.get_db_prep_save(value, connection)
+    return prep
+
+
+def _prep_save(field: models.Field, internal: str) -> Callable[[Any], Any]:
+    if internal != "DateTimeField":
+        return partial(field.get_db_prep_save, connection=connection)
+    adapt = connection.ops.adapt_datetimefield_value
+
+    def convert(value: Any) -> Any:
+        # An aware time skips the field's checks for a naive one: what Django does with it, at a third the cost.
+        if isinstance(value, dt.datetime) and value.utcoffset() is not None:
+            return adapt(value)
+        return field.get_db_prep_save(value, connection)
+
+    return convert
+
+
+def _db_column(field: models.Field, values: Sequence[Any]) -> Sequence[Any]:
+    """Return ``values`` of ``field`` as Django sends them to the database, each distinct value converted once
+    (a batch's rows share their days, rates and events' times)."""
+    prep = _db_value(field)
+    if prep is _same:
+        return values
+    try:
+        converted = {value: prep(value) for value in set(values)}
+    except TypeError:  # unhashable: a JSON list
+        return list(map(prep, values))
+    return list(map(converted.__getitem__, values))
 
 
 class _Statement:
@@ -227,16 +298,24 @@ def _insert_on_conflict(
                 cursor.execute(statement)  # type: ignore[arg-type]  # MySQLdb takes bytes as they are
         return
     parts = _Statement(model, names=names, key_fields=key_fields, now=now)
-    row_sql = "(" + ", ".join(["%s"] * len(parts.fields)) + ")"
-    size = max(1, min(CHUNK, connection.ops.bulk_batch_size(parts.fields, rows)))
+    values = [
+        tuple(prep(row[name]) if name else fixed for name, prep, fixed in parts.columns_from) for row in rows
+    ]
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            params: list[Any] = []
-            for row in chunk:
-                params.extend(prep(row[name]) if name else fixed for name, prep, fixed in parts.columns_from)
-            values = ", ".join([row_sql] * len(chunk))
-            cursor.execute(f"{parts.head}{values} {parts.suffix}", params)
+        for sql, params in _parameter_statements(parts.head, values, " " + parts.suffix, parts.fields):
+            cursor.execute(sql, params)
+
+
+def _parameter_statements(
+    head: str, rows: Sequence[tuple], tail: str, fields: list[models.Field]
+) -> Iterator[tuple[str, list[Any]]]:
+    """Yield (SQL, parameters) of statements of as many rows as the backend binds in one (SQLite: 999 values),
+    ``CHUNK`` at the most."""
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    size = max(1, min(CHUNK, connection.ops.bulk_batch_size(fields, rows)))
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        yield head + ", ".join([row_sql] * len(chunk)) + tail, [value for row in chunk for value in row]
 
 
 def _mysql_statements(
@@ -256,7 +335,6 @@ def _mysql_statements(
     parts = _Statement(model, names=names, key_fields=key_fields, now=now)
     head, suffix = parts.head.encode(), b" " + parts.suffix.encode()
     db = connection.connection  # the MySQLdb connection: the callers have opened it
-    template = b"(" + b",".join([b"%s"] * len(parts.columns_from)) + b")"
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]
         columns = []
@@ -265,18 +343,30 @@ def _mysql_statements(
                 columns.append([db.literal(fixed)] * len(chunk))
             else:
                 columns.append(_column_literals(db, list(map(itemgetter(name), chunk)), prep))
-        values, size = [], 0
-        for row in map(template.__mod__, zip(*columns, strict=True)):
-            values.append(row)
-            size += len(row)
-            if size > MAX_STATEMENT_BYTES:
-                yield head + b",".join(values) + suffix
-                values, size = [], 0
-        if values:
-            yield head + b",".join(values) + suffix
+        yield from _joined(head, _row_literals(columns), suffix)
 
 
-def _column_literals(db: Any, values: list[Any], prep: Callable[[Any], Any]) -> list[bytes]:
+def _row_literals(columns: Sequence[Sequence[bytes]]) -> Iterator[bytes]:
+    """Return each row's ``(…)`` of the SQL literals of its columns."""
+    template = b"(" + b",".join([b"%s"] * len(columns)) + b")"
+    return map(template.__mod__, zip(*columns, strict=True))
+
+
+def _joined(head: bytes, rows: Iterable[bytes], tail: bytes) -> Iterator[bytes]:
+    """Yield ``head`` + rows separated by commas + ``tail``: a statement each time ``MAX_STATEMENT_BYTES`` is
+    passed, then one of the rows left."""
+    values, size = [], 0
+    for row in rows:
+        values.append(row)
+        size += len(row) + 1
+        if size > MAX_STATEMENT_BYTES:
+            yield head + b",".join(values) + tail
+            values, size = [], 0
+    if values:
+        yield head + b",".join(values) + tail
+
+
+def _column_literals(db: Any, values: Sequence[Any], prep: Callable[[Any], Any]) -> list[bytes]:
     """Return the SQL literal of each value of one column (``prep``: the field's conversion for the database)."""
     if set(map(type, values)) == {int}:
         return list(map(b"%d".__mod__, values))
@@ -295,3 +385,48 @@ def _upsert_null_keyed(
     values.update({f.attname: now for f in _concrete_fields(model) if _auto_now(f)})
     if not model._default_manager.filter(**lookup).update(**values):
         model._default_manager.create(**row)
+
+
+# --- insert_rows -----------------------------------------------------------------------------------------------
+
+
+def _insert_columns(
+    model: type[models.Model], fields: Sequence[str]
+) -> tuple[list[models.Field], list[models.Field]]:
+    """Return the fields named ``fields`` and the ``auto_now_add`` ones; raise ``ValueError`` if that leaves
+    out a column (a field added to the model, say)."""
+    meta = model._meta
+    given = [f for f in map(meta.get_field, fields) if isinstance(f, models.Field)]
+    auto = [f for f in meta.concrete_fields if getattr(f, "auto_now_add", False)]
+    missing = {f.attname for f in _concrete_fields(model)} - {f.attname for f in given + auto}
+    if missing or len(given) != len(fields):
+        raise ValueError(f"{meta.label}: no value for {', '.join(sorted(missing)) or 'a relation'}")
+    return given, auto
+
+
+def _insert_mysql(cursor: Any, head: str, columns: Sequence[Sequence[Any]], tail: str) -> dict[Any, int]:
+    """Insert the rows of ``columns`` (database values) as literals, in statements of up to
+    ``MAX_STATEMENT_BYTES``; return what ``tail`` returns."""
+    db = connection.connection  # the MySQLdb connection: the caller's cursor has opened it
+    rows = _row_literals([_column_literals(db, values, _same) for values in columns])
+    returned: dict[Any, int] = {}
+    for statement in _joined(head.encode(), rows, tail.encode()):
+        cursor.execute(statement)
+        if tail:
+            returned.update(cursor.fetchall())
+    return returned
+
+
+def _insert_with_parameters(
+    cursor: Any, head: str, rows: list[tuple], tail: str, fields: list[models.Field]
+) -> dict[Any, int]:
+    """Insert through the driver's parameters (SQLite): one ``executemany``, or, to return the keys, statements
+    of as many rows as bulk_create puts in one (SQLite binds at most 999 values a statement)."""
+    if not tail:
+        cursor.executemany(head + "(" + ", ".join(["%s"] * len(fields)) + ")", rows)
+        return {}
+    returned: dict[Any, int] = {}
+    for sql, params in _parameter_statements(head, rows, tail, fields):
+        cursor.execute(sql, params)
+        returned.update(cursor.fetchall())
+    return returned
