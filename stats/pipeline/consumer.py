@@ -27,7 +27,6 @@ from stats.pipeline.group import (
     END_OFFSETS_EVERY_SECONDS,
     JoinWatch,
     MembershipReport,
-    MergingPoll,
     commit_for_monitoring,
     messages_of,
     open_consumer,
@@ -52,10 +51,9 @@ class _KafkaLoop:
         self.group, self.topic = settings.KAFKA_GROUP_ID, settings.KAFKA_TOPIC
         self.batch_size, self.stop = batch_size, stop
         self.counting = CountingThread(group=self.group, stop=stop)
-        self.consumer, listener = open_consumer(
+        self.consumer = open_consumer(
             group=self.group, topic=self.topic, batch_size=batch_size, before_revoke=self.counting.wait
         )
-        self.polls = MergingPoll(self.consumer, listener, batch_size=batch_size)
         self.directory = PartnerDirectory()
         self.total = BatchResult()
         self.drain = DrainWatch(group=self.group, topic=self.topic, exit_when_idle=exit_when_idle)
@@ -69,7 +67,7 @@ class _KafkaLoop:
     def poll(self, began: float) -> dict[TopicPartition, list] | None:
         """Step 1: return what came within half a second, or None after an outage of the broker (waited out)."""
         try:
-            polled = self.polls.poll(timeout_ms=500)
+            polled = self.consumer.poll(timeout_ms=500, max_records=self.batch_size)
         except KafkaError as exc:
             if not exc.retriable:
                 raise

@@ -23,11 +23,8 @@ class CountingThread:
     the client is not thread-safe.
     """
 
-    # Each batch held costs memory (most of the consumer's); see stats.conf CONSUMER_BATCH_SIZE. One batch
-    # waiting its turn kept the parsing going while an apply ran long, when Redis was the slower side; parsing
-    # and building the counters now take longer than an apply, and a batch queued only cost 10-25 MB of peak RSS
-    # (bench/README.md).
-    QUEUED = 0
+    # Each batch held costs memory (most of the consumer's); see stats.conf CONSUMER_BATCH_SIZE.
+    QUEUED = 1
 
     def __init__(self, *, group: str, stop: StopFlag) -> None:
         self.group, self.stop = group, stop

@@ -59,11 +59,8 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
     ):
         self.consumer, self.group, self.topic = consumer, group, topic
         self.before_revoke, self.revoke_wait_seconds = before_revoke, revoke_wait_seconds
-        # Rebalances seen (revocations and assignments): records polled before one may be read again after it.
-        self.rebalances = 0
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self.rebalances += 1
         partitions = sorted(tp.partition for tp in revoked)
         if not self.before_revoke(self.revoke_wait_seconds):
             logger.warning(
@@ -77,7 +74,6 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
         logger.info("partitions revoked: %s", partitions)
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self.rebalances += 1
         stored = stored_offsets(group=self.group, source=self.topic)
         forget_held_transactions(self.consumer)
         for tp in assigned:
@@ -91,16 +87,10 @@ class SeekToStoredOffsets(ConsumerRebalanceListener):
 
 
 def open_consumer(
-    *,
-    group: str,
-    topic: str,
-    batch_size: int,
-    before_revoke: Callable[[float], bool],
-    partition_fetch_bytes: int = 4 * 1024 * 1024,
-) -> tuple[KafkaConsumer, SeekToStoredOffsets]:
-    """A consumer subscribed to ``topic`` in ``group``, decoding with ``record_decoding``, every wait bounded,
-    and its rebalance listener; ``before_revoke(seconds)`` runs before partitions go, for half the session
-    timeout at most."""
+    *, group: str, topic: str, batch_size: int, before_revoke: Callable[[float], bool]
+) -> KafkaConsumer:
+    """A consumer subscribed to ``topic`` in ``group``, decoding with ``record_decoding``, every wait bounded;
+    ``before_revoke(seconds)`` runs before partitions go, for half the session timeout at most."""
     session_ms = stats_setting("KAFKA_SESSION_TIMEOUT_MS")
     consumer = KafkaConsumer(
         bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
@@ -114,7 +104,7 @@ def open_consumer(
         max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         max_poll_records=batch_size,
-        max_partition_fetch_bytes=partition_fetch_bytes,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
         # A missing topic is an operator's job to create with its partition count; a consumer's metadata
         # request must not create it with the broker's default (after a broker lost its data, say).
         allow_auto_create_topics=False,
@@ -123,83 +113,17 @@ def open_consumer(
         isolation_level="read_committed",
     )
     decode_records_compiled(consumer)
-    listener = SeekToStoredOffsets(
-        consumer, group=group, topic=topic, before_revoke=before_revoke, revoke_wait_seconds=session_ms / 2000
+    consumer.subscribe(
+        [topic],
+        listener=SeekToStoredOffsets(
+            consumer,
+            group=group,
+            topic=topic,
+            before_revoke=before_revoke,
+            revoke_wait_seconds=session_ms / 2000,
+        ),
     )
-    consumer.subscribe([topic], listener=listener)
-    return consumer, listener
-
-
-Polled = dict[TopicPartition, list]
-
-
-class MergingPoll:
-    """Polls up to a batch, topping up a short poll with more of the same partitions while they have a backlog.
-
-    The broker answers a fetch with one partition's records up to ``max_partition_fetch_bytes`` (about 19,000
-    of the bench's events in 4 MiB), so a poll of a 16,000-record batch takes 16,000 from one fetch and the
-    next poll the 3,000 left: every other apply was a fifth of the size, and an apply costs Redis per distinct
-    key it touches whatever its events (bench/README.md, issue 35). Topping up the tail with the same
-    partitions' next fetch, the others paused meanwhile, makes each partition's share of a batch as large as
-    the batch allows. Only a backlog is waited for: live traffic near the end offsets is counted as it comes.
-
-    A rebalance during a top-up keeps what was polled before it only for the partitions that go on right after
-    it: the assignment seeks a partition back to its stored offset, so its records are read again and keeping
-    them would count them twice; one this consumer lost is the next owner's to read.
-    """
-
-    TOP_UPS = 4
-    TOP_UP_WAIT_MS = 200
-
-    def __init__(self, consumer: KafkaConsumer, listener: SeekToStoredOffsets, *, batch_size: int) -> None:
-        self.consumer, self.listener, self.batch_size = consumer, listener, batch_size
-
-    def poll(self, timeout_ms: int) -> Polled:
-        polled: Polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_size)
-        taken = sum(len(records) for records in polled.values())
-        if not taken or taken >= self.batch_size or not self._behind(polled):
-            return polled
-        others = self.consumer.assignment() - polled.keys()
-        self.consumer.pause(*others)
-        try:
-            for _ in range(self.TOP_UPS):
-                rebalances = self.listener.rebalances
-                more = self.consumer.poll(timeout_ms=self.TOP_UP_WAIT_MS, max_records=self.batch_size - taken)
-                if self.listener.rebalances != rebalances:
-                    polled = self._continued(polled, more)
-                    taken = sum(len(records) for records in polled.values())
-                for tp, records in more.items():
-                    polled.setdefault(tp, []).extend(records)
-                taken += sum(len(records) for records in more.values())
-                if not more or taken >= self.batch_size or not self._behind(polled):
-                    break
-        finally:
-            # A rebalance may have taken some away; the ones it brought were never paused.
-            self.consumer.resume(*(others & self.consumer.assignment()))
-        return polled
-
-    def _continued(self, polled: Polled, more: Polled) -> Polled:
-        """The partitions of ``polled`` still held after a rebalance whose next record (``more``'s first, or the
-        position) comes after the last one polled: their records stay; the others are read again."""
-        assigned = self.consumer.assignment()
-        kept: Polled = {}
-        for tp, records in polled.items():
-            if tp not in assigned:
-                continue
-            following = more.get(tp)
-            next_offset = following[0].offset if following else self.consumer.position(tp, timeout_ms=0)
-            if next_offset is not None and next_offset > records[-1].offset:
-                kept[tp] = records
-        return kept
-
-    def _behind(self, polled: Polled) -> bool:
-        """Whether a polled partition has records past its position, by the end offsets its fetches saw."""
-        assigned = self.consumer.assignment()
-        for tp in polled.keys() & assigned:
-            end, position = self.consumer.highwater(tp), self.consumer.position(tp, timeout_ms=0)
-            if end is not None and position is not None and end > position:
-                return True
-        return False
+    return consumer
 
 
 def messages_of(polled: dict[TopicPartition, list]) -> list[Message]:
