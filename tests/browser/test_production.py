@@ -175,7 +175,9 @@ def test_static_files_are_served_compressed_and_cached_as_immutable(gunicorn):
     request = urllib.request.Request(
         f"{gunicorn.url}/static/admin/css/{base_css[0]}", headers={"Accept-Encoding": "gzip"}
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
+    # The first request of a fresh server waits for its worker to load the project and WhiteNoise to index the
+    # collected files: seconds on a quiet machine, past 10 s twice under a loaded test run.
+    with urllib.request.urlopen(request, timeout=90) as response:
         assert response.status == 200
         assert response.headers["Content-Encoding"] == "gzip"
         # A hashed name changes with its content: browsers may keep it for ten years (WhiteNoise's "forever").
