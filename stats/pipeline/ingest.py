@@ -179,7 +179,7 @@ def _set_aside_and_store_dead_letters(
 ) -> None:
     """Step 3."""
     set_aside.set_aside(parsed, refused, "archive")
-    counting.rebuild_counters(parsed, set_aside.partitions_of(refused))
+    counting.take_out_of_counters(parsed, [c for c, _ in refused])
     retry_while_unavailable(
         lambda: storing.store_dead_letters(parsed.dead_letters), what="dead letters", should_stop=should_stop
     )

@@ -37,14 +37,15 @@ def bucket_field(bound: float) -> str:
     return "+Inf" if math.isinf(bound) else repr(bound)
 
 
-def record_counted(writes: "CounterWrites", counted: Sequence["CountedEvent"]) -> None:
-    """Queue the count of ``counted`` with the partition's counters."""
+def record_counted(writes: "CounterWrites", counted: Sequence["CountedEvent"], *, sign: int = 1) -> None:
+    """Queue the count of ``counted`` with the partition's counters (``sign=-1``: take events that left the
+    share back out of a count already queued)."""
     if not counted:
         return
     pipe, key = writes.fenced, keys.metrics_counted(writes.partition)
     counts = Counter((event.type, message.source) for message, event in counted)
     for (kind, source), n in counts.items():
-        pipe.hincrby(key, keys.metrics_counted_field(kind, source), n)
+        pipe.hincrby(key, keys.metrics_counted_field(kind, source), sign * n)
     pipe.expire(key, keys.LONG_TTL)
 
 

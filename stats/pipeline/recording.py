@@ -12,7 +12,7 @@ from operator import attrgetter
 
 from stats.pipeline import counting, set_aside, storing
 from stats.pipeline.archive import get_archive
-from stats.pipeline.batch import CountedEvent, ParsedBatch, Partition
+from stats.pipeline.batch import CountedEvent, ParsedBatch
 from stats.pipeline.isolation import isolate_failures, retry_while_unavailable
 from stats.pipeline.registry import Event, record_events, recorded_types
 
@@ -56,8 +56,7 @@ def record(parsed: ParsedBatch, *, should_stop: Callable[[], bool]) -> None:
     before = len(parsed.dead_letters)
     set_aside.refuse(parsed, refusals)
     set_aside.set_aside(parsed, failures, "recording")
-    refused = {Partition(c.message.source, c.message.partition) for c, _, _ in refusals}
-    counting.rebuild_counters(parsed, set_aside.partitions_of(failures) | refused)
+    counting.take_out_of_counters(parsed, [c for c, _, _ in refusals] + [c for c, _ in failures])
     taken_back = [c.event.event_id for c, _, _ in refusals] + [c.event.event_id for c, _ in failures]
     new_letters = parsed.dead_letters[before:]
 

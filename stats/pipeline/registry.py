@@ -174,6 +174,10 @@ def queue_counters(writes: CounterWrites, events: Sequence[Event], *, now: dt.da
         spec.queue(writes, by_type.get(spec.event_type, []), now=now)
 
 
+def counted_types() -> set[str]:
+    return {spec.event_type for spec in _counters.values()}
+
+
 def recorded_types() -> set[str]:
     return {spec.event_type for spec in _recorders.values()}
 

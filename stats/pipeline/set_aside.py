@@ -34,15 +34,16 @@ def set_aside(parsed: ParsedBatch, failures: list[tuple[CountedEvent, BaseExcept
 
 def refuse(parsed: ParsedBatch, refusals: list[tuple[CountedEvent, str, str]]) -> None:
     """Turn the events a recorder refused into dead letters with its reason and detail, out of the batch."""
+    leaving: dict[Partition, set[int]] = {}
     for (message, event), reason, detail in refusals:
         logger.info("recording refused event %r (%s): %s", event.event_id, reason, detail)
         raw = message.value if message.value is not None else event.payload.encode()
         parsed.reject(message._replace(value=raw), reason, detail)
-        parsed.events[Partition(message.source, message.partition)].remove(CountedEvent(message, event))
-
-
-def partitions_of(failures: list[tuple[CountedEvent, BaseException]]) -> set[Partition]:
-    return {Partition(counted.message.source, counted.message.partition) for counted, _ in failures}
+        leaving.setdefault(Partition(message.source, message.partition), set()).add(id(event))
+    # One pass over each share: a batch with orders refuses dozens of its thousands of events.
+    for partition, gone in leaving.items():
+        share = parsed.events[partition]
+        share[:] = [counted for counted in share if id(counted.event) not in gone]
 
 
 def drop_stale(parsed: ParsedBatch, partition: Partition, stored: int) -> None:

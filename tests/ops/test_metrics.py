@@ -15,6 +15,7 @@ from stats.jobs.tasks import probe_kafka_task
 from stats.pipeline import metrics
 from stats.pipeline.ingest import Message, process_batch
 from tests.conftest import free_port
+from tests.conversions.orders import order_event
 from tests.factories import at, create_staff, create_tree, feed, pv_event
 from tests.ops.conftest import produce
 
@@ -78,6 +79,29 @@ def test_counts_add_up_over_batches_and_sources(staff, kafka_down):
     }
     assert samples[("cps_dead_letters_total", (("reason", "not_json"),))] == 1
     assert samples[("cps_batch_duration_seconds_count", ())] == 2
+
+
+def test_an_order_a_recorder_refuses_is_not_counted(staff, kafka_down):
+    create_tree()
+    feed(
+        [
+            pv_event(NOON, "A1", "u1"),
+            pv_event(NOON, "B", "u2"),
+            order_event(NOON, "SO-1", partner="A1"),
+            order_event(NOON, "SO-2", currency="JPY"),  # no rate imported: refused by the orders' recorder
+        ],
+        now=NOON,
+    )
+    samples = scrape(staff)
+    assert samples[("cps_events_counted_total", ())] == 3
+    by_type = {
+        dict(labels)["type"]: v
+        for (name, labels), v in samples.items()
+        if name == "cps_events_counted_by_source_total"
+    }
+    assert by_type == {"pv": 2, "order": 1}
+    dead = {labels[0][1]: v for (name, labels), v in samples.items() if name == "cps_dead_letters_total"}
+    assert dead == {"bad_field": 1}
 
 
 def test_the_batch_duration_histogram_is_cumulative(staff, kafka_down):

@@ -12,6 +12,7 @@ from quality.networks import import_networks
 from stats.jobs.reconcile import reconcile
 from stats.keys import partition_tag
 from stats.pipeline.ingest import Message, process_batch
+from tests.conversions.orders import order_event
 from tests.factories import at, create_tree, feed, pv_event
 
 pytestmark = pytest.mark.django_db
@@ -119,6 +120,20 @@ def test_repeats_across_batches_of_one_partition_compare_with_the_latest_view(re
     feed([view("10:05:20", "A1", "o-2")], now=NOON)
     flush_quality(now=NOON)
     assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (7, 3)
+
+
+def test_an_order_refused_in_a_batch_leaves_its_views_compared_with_the_batch_before(redis_client):
+    create_tree()
+    feed([view("10:00:00", "A1", "o-1")], now=NOON)
+    # The order has no exchange rate (none imported): a recorder refuses it and it leaves the batch. The views'
+    # counters stay as built, so o-1's view 20 s after the first batch's is still a repeat.
+    result = feed(
+        [view("10:00:20", "A1", "o-1"), order_event(at("2026-11-21 10:00:25"), "SO-1", currency="JPY")],
+        now=NOON,
+    )
+    assert (result.counted, dict(result.dead)) == (1, {"bad_field": 1})
+    flush_quality(now=NOON)
+    assert (signals("A1")["pv"], signals("A1")["repeat_pv"]) == (2, 1)
 
 
 def test_addresses_counted_before_the_upgrade_in_a_sorted_set_still_add_up_and_go(redis_client):
