@@ -8,7 +8,10 @@ resolve findings) opens the dashboard, the reloader's partner page, the traffic 
 resolve form, the list of partner-days and the quality API in DRF's browsable renderer, then resolves one
 finding through its form. Every page fits a 1366-pixel screen, shows the flagged partners with their values
 (shares as percentages, counts grouped, values against the side of their threshold), and in Chinese carries
-none of the English words of its headings (in any case). Screenshots go to ``.run/screens/<language>/quality-*`` (``CPS_SCREENS``).
+none of the English words of its headings (in any case). The reloader has a descendant: its page adds a line of
+the subtree's sums under each day, and its panel shows every finding, whole, at 1280 and 1440 pixels (no column
+scrolled out of sight) and at 1024 (the numbers scroll, the findings stay in sight). Screenshots go to
+``.run/screens/<language>/quality-*`` (``CPS_SCREENS``).
 """
 
 import datetime as dt
@@ -44,6 +47,24 @@ API_TITLES = {
     "zh-hans": {"quality-5-api-partner": "导流商的流量质量", "quality-6-api-findings": "待审核流量"},
 }
 REVIEWER = ("reviewer", "pw-reviewer")
+# The reloader's descendant, its days as the flush writes them (by days back from the judged day): beside the
+# reloader's own 200 views (199 repeats, every one with an address; the simulation), and alone the day before.
+SUB_SHOP = "SUBSHOP"
+SUB_SHOP_DAYS = {
+    0: {
+        "pv": 50,
+        "automated_pv": 10,
+        "repeat_pv": 5,
+        "addressed_pv": 40,
+        "listed_pv": 8,
+        "orders_by_view": 2,
+    },
+    1: {"pv": 30, "automated_pv": 3, "addressed_pv": 30},
+}
+# Windows the partner panel must fit whole (the admin's navigation open beside it), and one narrower (a small
+# laptop, or a larger screen zoomed in) where the table may scroll but the findings may not.
+FITTING_WIDTHS = (1280, 1440)
+NARROW_WIDTH = 1024
 # Words of the quality headings and panels that must not stay English on a Chinese page (in any case).
 ENGLISH = [
     "Traffic quality",
@@ -107,6 +128,10 @@ def test_traffic_quality_reads_in_both_languages(live_server, settings, tmp_path
         distinct_ips=9876,
         distinct_networks=5432,
     )
+    reloader = Partner.objects.get(code="RELOADER")
+    sub_shop = create_partner(SUB_SHOP, parent=reloader, name="Sub shop")
+    for back, counts in SUB_SHOP_DAYS.items():
+        QualityDay.objects.create(partner=sub_shop, date=day - dt.timedelta(days=back), **counts)
     with time_machine.travel(looked_at(day), tick=True), chromium() as browser:
         for language in ("en", "zh-hans"):
             walk(browser, live_server.url, language, finding, day - dt.timedelta(days=BIG_DAY_BACK))
@@ -148,6 +173,16 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
         elif language != "en":
             text = page.inner_text("#content").lower()  # headings are upper-cased by the admin's CSS
             assert not [word for word in ENGLISH if word.lower() in text], name
+    for width in (*FITTING_WIDTHS, NARROW_WIDTH):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{base}/admin/network/RELOADER/")
+        page.locator("#quality-partner").screenshot(path=shots / f"quality-2-partner-panel-{width}.png")
+        assert fits(page), width
+        # Both findings of the judged day, each whole where the reader sees it.
+        assert len(cells(page, "#quality-days td.findings .finding")) == 2
+        assert findings_in_sight(page) == cells(page, "#quality-days td.findings .finding"), width
+        if width in FITTING_WIDTHS:
+            assert page.evaluate(TABLE_IN_ITS_BOX), width
     context.close()
 
 
@@ -178,6 +213,34 @@ def resolve_one(browser, base: str, language: str, finding: int, status: str) ->
 
 def cells(page, selector: str) -> list[str]:
     return [text.strip() for text in page.locator(selector).all_inner_texts()]
+
+
+# The quality table no wider than the box it scrolls in: every column in sight.
+TABLE_IN_ITS_BOX = (
+    "(box => box.scrollWidth <= box.clientWidth)(document.querySelector('#quality-partner .cps-scroll'))"
+)
+# Each finding whose whole box lies inside its scrolling box and the window, and is what the reader sees at its
+# middle (not covered by the numbers scrolling under it); the page scrolled down to it, the table left as it is.
+FINDINGS_IN_SIGHT = """() => {
+  const box = document.querySelector('#quality-partner .cps-scroll'), seen = [];
+  for (const finding of document.querySelectorAll('#quality-days td.findings .finding')) {
+    window.scrollBy(0, finding.getBoundingClientRect().top - innerHeight / 2);
+    const edge = box.getBoundingClientRect(), f = finding.getBoundingClientRect();
+    const right = Math.min(innerWidth, edge.left + box.clientWidth);
+    const top = document.elementFromPoint((f.left + f.right) / 2, (f.top + f.bottom) / 2);
+    if (f.left >= edge.left && f.right <= right && finding.contains(top)) seen.push(finding.innerText.trim());
+  }
+  return seen;
+}"""
+
+
+def findings_in_sight(page) -> list[str]:
+    return page.evaluate(FINDINGS_IN_SIGHT)
+
+
+def line(page, selector: str) -> list[str]:
+    """A table row's cells as a reader sees them: a count and its share on one line, "10 4%"."""
+    return [" ".join(text.split()) for text in page.locator(selector).locator("th, td").all_inner_texts()]
 
 
 def dashboard(page, language: str, big_day: dt.date) -> None:
@@ -213,6 +276,27 @@ def partner_page(page, language: str, big_day: dt.date) -> None:
     big = page.locator(f"#quality-days tr[data-date='{big_day}']:not(.evidence)")
     assert big.locator("td.pv").inner_text() == "12,345"
     assert big.locator("td.automated").inner_text().split() == ["1,234", "10%"]
+    subtree_lines(page, language, big_day)
+
+
+def subtree_lines(page, language: str, big_day: dt.date) -> None:
+    """Under each day, the reloader and its sub shop added up: the judged day's 200 + 50 views, 0 + 10 automated
+    (4%), 199 + 5 repeats (81.6%), 0 + 8 listed of 200 + 40 addressed (3.3%), 0 + 2 orders; the day before only
+    the sub shop's (the reloader's own line 0); the large day only the reloader's. Addresses and networks, the
+    busiest share and the median stay the partner's own."""
+    judged = big_day + dt.timedelta(days=BIG_DAY_BACK)
+    before = judged - dt.timedelta(days=1)
+    label, own_only = {"en": ("with descendants", "own only"), "zh-hans": ("含下级合计", "仅自身")}[language]
+    subtree = "#quality-days tr.subtree[data-subtree-date='{}']"
+    seen_lines = {
+        judged: [label, "250", "10 4%", "204 81.6%", own_only, "8 3.3%", "2", "-", ""],
+        before: [label, "30", "3 10%", "0 0%", own_only, "0 0%", "0", "-", ""],
+    }
+    for date, seen in seen_lines.items():
+        assert line(page, subtree.format(date)) == seen, date
+    assert line(page, f"#quality-days tr[data-date='{before}']:not(.evidence)")[:2] == [f"{before}", "0"]
+    assert line(page, subtree.format(big_day))[1:3] == ["12,345", "1,234 10%"]
+    assert page.locator("#quality-subtree-note").is_visible()
 
 
 def stuffer_page(page, language: str, big_day: dt.date) -> None:

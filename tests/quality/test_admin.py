@@ -108,7 +108,10 @@ def test_the_partner_page_shows_the_days_signals_beside_their_findings_and_evide
     assert '<tr data-date="2026-11-21">' in table
     assert '<td class="pv">400</td>' in table and '<td class="top-share">100%</td>' in table
     assert '<td class="repeats">300<span class="share">75%</span></td>' in table
-    assert "repeat views</a> 75% (&gt; 30%) · open" in table
+    assert (
+        'repeat views</a> <span class="measure">75% (&gt; 30%)</span> <span class="status">· open</span>'
+        in table
+    )
     assert '<td>203.0.113.7</td><td class="num">400</td><td class="num">100%</td>' in table
     assert "<th>under 10 s</th><th>10 s to 1 min</th>" in table and '<td class="num">3</td>' in table
     # Without the quality permissions, no panel.
