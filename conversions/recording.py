@@ -25,8 +25,8 @@ from decimal import Decimal
 from operator import attrgetter
 from typing import NamedTuple
 
-from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Model, Sum
 
 from conversions import attribution, held, ledger
 from conversions.attribution import View
@@ -34,6 +34,7 @@ from conversions.conf import conversion_setting
 from conversions.events import CANCELLED, PAID, ParsedOrderEvent
 from conversions.models import HeldRefund, LedgerEntry, Order, OrderEvent
 from conversions.money import Rate, chain_shares, rates_on, to_reporting
+from cpsproject.common import columns
 from cpsproject.common.timeutil import local_day
 from cpsproject.common.upsert import insert_rows
 from partners.models import Partner
@@ -156,12 +157,29 @@ def _lookups(orders: Sequence[ParsedOrderEvent], batch_views: Sequence[Event]) -
     )
 
 
+def _present(model: type[Model], field_name: str, values: Sequence[str]) -> set[str]:
+    """The ``values`` that ``model``'s text column ``field_name`` holds, in one ``SELECT … IN``.
+
+    Written out rather than ``filter(field__in=values)``: the ORM prepares each of a batch's thousand ids
+    through the field, which py-spy put at a fifth of recording a batch with orders.
+    """
+    if not values:
+        return set()
+    quote = connection.ops.quote_name
+    column = quote(columns.column(model, field_name))
+    marks = ", ".join(["%s"] * len(values))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column} FROM {quote(model._meta.db_table)} WHERE {column} IN ({marks})", values
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 def _unseen(orders: Sequence[ParsedOrderEvent]) -> list[ParsedOrderEvent]:
     """The batch's events whose id no earlier batch (nor an earlier event of this one) recorded or held."""
     ids = [o.event_id for o in orders]
-    seen = set(OrderEvent.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
-    seen |= set(HeldRefund.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
-    seen |= set(Order.objects.filter(paid_event_id__in=ids).values_list("paid_event_id", flat=True))
+    seen = _present(OrderEvent, "event_id", ids) | _present(HeldRefund, "event_id", ids)
+    seen |= _present(Order, "paid_event_id", ids)
     fresh = []
     for event in orders:
         if event.event_id not in seen:
