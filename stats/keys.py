@@ -33,6 +33,7 @@ Final days, a cache of what only a reconcile changes (jobs.final_days)::
 
     {P}:final:gen                    string generation of the cache; reconcile INCRs it after each commit
     {P}:final:{partner_id}:{yyyyMM}  string a month of the partner's final days, tagged with its generation
+    {P}:final:{partner_id}:uv:{scope}:{yyyyMMdd}-{yyyyMMdd}  string  a run of final days' HLLs merged, tagged
 
 Rankings (second design document; counters.rankings)::
 
@@ -198,6 +199,10 @@ def final_days_generation() -> str:
 
 def final_days(partner_id: int, month_stamp: str) -> str:
     return f"{prefix()}:final:{partner_id}:{month_stamp}"
+
+
+def final_union(partner_id: int, scope: str, first_stamp: str, last_stamp: str) -> str:
+    return f"{prefix()}:final:{partner_id}:uv:{scope}:{first_stamp}-{last_stamp}"
 
 
 # --- Rankings -----------------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ KEY_BUILDERS = {
     "kafka_probe": (),
     "final_days_generation": (),
     "final_days": (7, "202611"),
+    "final_union": (7, "tree", "20261110", "20261114"),
     "ranking_slot": (2, "24h", "tree", 1763690400),
     "ranking_slots": (2, "1h", "self"),
     "series_known": (2,),

@@ -1,11 +1,16 @@
 """The final-days cache: the days of a partner that only a reconcile changes, a month per Redis string.
 
-The one module that knows its keys (``keys.final_days``, ``keys.final_days_generation``) and its format. An
+The one module that knows its keys (``keys.final_days``, ``keys.final_days_generation``, ``keys.final_union``)
+and its formats. An
 entry is ``{generation}|{JSON}``: per day of the month, ``[pv, uv, pv_self, uv_self]`` once reconciled, ``0``
 for a day that ended beyond the lateness horizon with no row (zeros no event can change), ``null`` for any
 other day (read from SQL per request). The read side fills and reads it (``stats.read.selectors``); a
 reconcile moves it to a new generation after each commit (``forget_all``), and the generation is read in the
 same round trip as the entries, so no entry filled before a recount is read after it.
+
+Beside the months, the union of a run of final days' HyperLogLogs (``read_union``, ``store_union``): a
+distinct-user count over a long range merges a year of stored 12 KB blobs, which no request should read twice.
+Tagged with the generation the same way.
 """
 
 import datetime as dt
@@ -14,7 +19,7 @@ from typing import NamedTuple
 import orjson
 from django_redis import get_redis_connection
 
-from cpsproject.common.timeutil import stamp_month
+from cpsproject.common.timeutil import stamp_day, stamp_month
 from stats import keys
 
 
@@ -78,6 +83,27 @@ def decode(entry: bytes) -> list[FinalDay | None]:
         None if numbers is None else FinalDay._make((*numbers, True)) if numbers else NO_TRAFFIC
         for numbers in orjson.loads(entry)
     ]
+
+
+def read_union(*, partner_id: int, scope: str, first: dt.date, last: dt.date) -> tuple[bytes | None, int]:
+    """Return the cached union of the partner's stored HyperLogLogs from ``first`` to ``last`` (None: not
+    cached, or by an earlier generation), and the generation read with it (what ``store_union`` tags with)."""
+    generation, entry = get_redis_connection("default").mget(
+        [keys.final_days_generation(), keys.final_union(partner_id, scope, stamp_day(first), stamp_day(last))]
+    )
+    tag = b"%d|" % int(generation or 0)
+    return (entry[len(tag) :] if entry and entry.startswith(tag) else None), int(generation or 0)
+
+
+def store_union(
+    *, partner_id: int, scope: str, first: dt.date, last: dt.date, union: bytes, generation: int
+) -> None:
+    """Cache ``union`` (HyperLogLog bytes, b"" when no day had a row) as of ``generation``."""
+    get_redis_connection("default").set(
+        keys.final_union(partner_id, scope, stamp_day(first), stamp_day(last)),
+        b"%d|" % generation + union,
+        ex=keys.final_days_ttl(),
+    )
 
 
 def forget_all() -> None:

@@ -32,10 +32,11 @@ from stats import keys
 from stats.conf import stats_setting
 from stats.counters import pageviews
 from stats.counters.series import ALL_TRAFFIC, partner_counter, read_series
-from stats.counters.uniques import SELF, TREE, Blob, UvDay, union_counts
+from stats.counters.uniques import SELF, TREE, Blob, UvDay, merged_counts, union_counts
 from stats.jobs import final_days
 from stats.models import BucketStat, DailyStat
 from stats.pipeline.partitions import counter_versions, known_partitions
+from stats.pipeline.registry import RedisClient
 
 
 class DayNumbers(NamedTuple):
@@ -462,18 +463,60 @@ def partner_days_json(
     return b"[" + b",".join(parts) + b"]", total
 
 
-def uv_between(partner: Partner, start: dt.date, end: dt.date, *, scope: str = TREE) -> int:
+def uv_between(
+    partner: Partner, start: dt.date, end: dt.date, *, scope: str = TREE, now: dt.datetime | None = None
+) -> int:
     """Distinct users of ``partner`` (its subtree, or itself with ``scope="self"``) from ``start`` to ``end``.
 
     Merges the stored day HyperLogLogs with the ones still in Redis: an estimate with 0.81% standard error.
+    The days from ``start`` that are final and past the lateness horizon (no Redis key can hold them) come
+    merged from the final-days cache: a year of a busy partner's stored blobs is 4 MB to read and merge.
     """
+    now = now or timezone.now()
     field = "hll" if scope == TREE else "hll_self"
-    blobs = DailyStat.objects.filter(partner=partner, date__gte=start, date__lte=end).values_list(
-        field, flat=True
-    )
-    days = [start + dt.timedelta(days=n) for n in range((end - start).days + 1)]
+    client = get_redis_connection("default")
+    blobs: list[Blob | None] = []
+    first_open = start
+    last_final = _last_final_day(partner=partner, start=start, end=end, now=now)
+    if last_final is not None and last_final > start:  # a run of two days or more: worth its cache entry
+        blobs.append(
+            _final_union(client, partner=partner, field=field, scope=scope, first=start, last=last_final)
+        )
+        first_open = last_final + _ONE_DAY
+    if first_open <= end:
+        blobs += DailyStat.objects.filter(partner=partner, date__gte=first_open, date__lte=end).values_list(
+            field, flat=True
+        )
+    days = [first_open + dt.timedelta(days=n) for n in range((end - first_open).days + 1)]
     sources = [UvDay(partner.code, stamp_day(day), scope) for day in days]
-    return union_counts(get_redis_connection("default"), [(list(blobs), sources)])[0]
+    return union_counts(client, [(blobs, sources)])[0]
+
+
+def _last_final_day(*, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime) -> dt.date | None:
+    """The last day of the run of days from ``start`` that are final (``_final_days``) and past the lateness
+    horizon, or None when ``start`` is not one: their stored rows are all there is of them."""
+    final = _final_days(partner=partner, start=start, end=end, now=now)
+    last, day = None, start
+    while day <= end and day in final and not _may_have_redis_keys(day, now):
+        last, day = day, day + _ONE_DAY
+    return last
+
+
+def _final_union(
+    client: RedisClient, *, partner: Partner, field: str, scope: str, first: dt.date, last: dt.date
+) -> bytes:
+    """The union of the partner's stored HyperLogLogs (``field``) from ``first`` to ``last``, all final days:
+    from the cache, or merged from SQL and cached."""
+    union, generation = final_days.read_union(partner_id=partner.pk, scope=scope, first=first, last=last)
+    if union is None:
+        stored = DailyStat.objects.filter(partner=partner, date__gte=first, date__lte=last).values_list(
+            field, flat=True
+        )
+        union = merged_counts(client, [list(stored)])[0][0]
+        final_days.store_union(
+            partner_id=partner.pk, scope=scope, first=first, last=last, union=union, generation=generation
+        )
+    return union
 
 
 def site_days(*, start: dt.date, end: dt.date, now: dt.datetime | None = None) -> list[DayNumbers]:

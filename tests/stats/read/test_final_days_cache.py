@@ -13,7 +13,7 @@ import pytest
 
 from stats.jobs.flush import flush
 from stats.jobs.reconcile import reconcile
-from tests.factories import at, create_tree, feed, portal_client, pv_event
+from tests.factories import at, create_tree, feed, hll_estimate_of, portal_client, pv_event
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +181,37 @@ def test_a_live_day_kept_between_requests_follows_every_write_and_survives_a_flu
     flush(now=NOW, include_open=True)
     feed([pv_event(at("2026-11-23 11:03"), "A1", "u4")], now=NOW)
     assert numbers(stats(client, TODAY, TODAY)) == {"2026-11-23": (5, 4, 3, 2, False)}
+
+
+@pytest.mark.time_machine("2026-11-23T12:00:00+08:00", tick=False)
+def test_the_distinct_users_of_a_range_merge_the_final_days_once_and_the_open_days_per_request(
+    redis_client, redis_prefix
+):
+    from partners.models import Partner
+    from stats.read.selectors import uv_between
+
+    create_tree()
+    for day, views in ((10, (("A1", "u1"), ("A1a", "u2"))), (11, (("A1", "u2"), ("A1a", "u3")))):
+        noon = at(f"2026-11-{day} 12:00")  # both days ended beyond the lateness horizon of today
+        feed([pv_event(noon, code, user) for code, user in views], now=noon + dt.timedelta(minutes=1))
+        flush(now=noon + dt.timedelta(hours=1))
+        reconcile(day=dt.date(2026, 11, day), now=at(f"2026-11-{day + 1} 00:30"))
+    feed([pv_event(at("2026-11-22 11:00"), "A1a", "u4")], now=NOW)  # inside the horizon: read per request
+    a1, start = Partner.objects.get(code="A1"), dt.date(2026, 11, 10)
+
+    def both_scopes() -> tuple[int, int]:
+        return uv_between(a1, start, TODAY), uv_between(a1, start, TODAY, scope="self")
+
+    expected = (hll_estimate_of(["u1", "u2", "u3", "u4"]), hll_estimate_of(["u1", "u2"]))
+    assert both_scopes() == expected
+    # One union per scope, of the days up to the 14th (the 12th to the 14th had no traffic).
+    cached = sorted(k.decode().rsplit(":", 2)[1:] for k in redis_client.scan_iter(match="*:final:*:uv:*"))
+    assert cached == [["self", "20261110-20261114"], ["tree", "20261110-20261114"]]
+    assert both_scopes() == expected  # warm
+    feed([pv_event(at("2026-11-23 11:30"), "A1", "u5")], now=NOW)  # today
+    expected = (hll_estimate_of(["u1", "u2", "u3", "u4", "u5"]), hll_estimate_of(["u1", "u2", "u5"]))
+    assert both_scopes() == expected
+    assert uv_between(a1, dt.date(2026, 11, 11), TODAY) == hll_estimate_of(["u2", "u3", "u4", "u5"])
+    cold = list(redis_client.scan_iter(match=f"{{{redis_prefix}}}:final:*", count=1000))
+    redis_client.delete(*cold)
+    assert both_scopes() == expected
