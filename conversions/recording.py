@@ -160,8 +160,8 @@ def _lookups(orders: Sequence[ParsedOrderEvent], batch_views: Sequence[Event]) -
 def _present(model: type[Model], field_name: str, values: Sequence[str]) -> set[str]:
     """The ``values`` that ``model``'s text column ``field_name`` holds, in one ``SELECT … IN``.
 
-    Written out rather than ``filter(field__in=values)``: the ORM prepares each of a batch's thousand ids
-    through the field, which py-spy put at a fifth of recording a batch with orders.
+    Written out rather than ``filter(field__in=values)``, which prepares each of a batch's thousand ids
+    through the field: three lookups of 1,000 ids cost 5.4 ms of CPU that way on MariaDB, 1.3 ms written out.
     """
     if not values:
         return set()

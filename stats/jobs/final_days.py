@@ -1,12 +1,11 @@
 """The final-days cache: the days of a partner that only a reconcile changes, a month per Redis string.
 
 The one module that knows its keys (``keys.final_days``, ``keys.final_days_generation``, ``keys.final_union``)
-and its formats. An
-entry is ``{generation}|{JSON}``: per day of the month, ``[pv, uv, pv_self, uv_self]`` once reconciled, ``0``
-for a day that ended beyond the lateness horizon with no row (zeros no event can change), ``null`` for any
-other day (read from SQL per request). The read side fills and reads it (``stats.read.selectors``); a
-reconcile moves it to a new generation after each commit (``forget_all``), and the generation is read in the
-same round trip as the entries, so no entry filled before a recount is read after it.
+and its formats. An entry is ``{generation}|{JSON}``: per day of the month, ``[pv, uv, pv_self, uv_self]`` once
+reconciled, ``0`` for a day that ended beyond the lateness horizon with no row (zeros no event can change),
+``null`` for any other day (read from SQL per request). The read side fills and reads it
+(``stats.read.selectors``); a reconcile moves it to a new generation after each commit (``forget_all``), and the
+generation is read in the same round trip as the entries, so no entry filled before a recount is read after it.
 
 Beside the months, the union of a run of final days' HyperLogLogs (``read_union``, ``store_union``): a
 distinct-user count over a long range merges a year of stored 12 KB blobs, which no request should read twice.
