@@ -100,7 +100,7 @@ def partner_views(events: Iterable[Event], *, of: Container[str]) -> list[tuple[
         if openid not in of:
             continue
         lineage: Any = getattr(event, "lineage", None)
-        if lineage is None or not openid or getattr(event, "is_bot", False):
+        if lineage is None or getattr(event, "is_bot", False):
             continue
         ts_ms = (event.ts - _EPOCH) // _MS
         url: str | None = getattr(event, "url", None)

@@ -495,6 +495,8 @@ def uv_between(
 def _last_final_day(*, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime) -> dt.date | None:
     """The last day of the run of days from ``start`` that are final (``_final_days``) and past the lateness
     horizon, or None when ``start`` is not one: their stored rows are all there is of them."""
+    if _may_have_redis_keys(start, now):  # a recent range: no run, and no need to read the cache for it
+        return None
     final = _final_days(partner=partner, start=start, end=end, now=now)
     last, day = None, start
     while day <= end and day in final and not _may_have_redis_keys(day, now):
