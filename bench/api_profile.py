@@ -41,7 +41,15 @@ def _environ(path: str, query: str, token: str) -> dict:
     }
 
 
-def _send(handler, plan: list[tuple[str, str]], query: str, requests: int) -> None:
+# The resources a portal reads, by the name ``--resource`` takes: each a path template of a partner's code.
+RESOURCES = {
+    "stats": "/api/v1/partners/{code}/stats/",
+    "conversions": "/api/v1/partners/{code}/conversions/",
+    "orders": "/api/v1/orders/?partner={code}",
+}
+
+
+def _send(handler, plan: list[tuple[str, str]], query: str, requests: int, resource: str = "stats") -> None:
     statuses = []
 
     def start_response(status, headers, exc_info=None):
@@ -49,11 +57,12 @@ def _send(handler, plan: list[tuple[str, str]], query: str, requests: int) -> No
 
     for n in range(requests):
         code, token = plan[n % len(plan)]
-        body = handler(_environ(f"/api/v1/partners/{code}/stats/", query, token), start_response)
+        path, _, own_query = RESOURCES[resource].format(code=code).partition("?")
+        body = handler(_environ(path, "&".join(filter(None, [own_query, query])), token), start_response)
         b"".join(body)
         body.close()
         if not statuses[-1].startswith("200"):
-            raise SystemExit(f"GET stats of {code}: {statuses[-1]}")
+            raise SystemExit(f"GET {resource} of {code}: {statuses[-1]}")
 
 
 def main() -> None:
@@ -61,6 +70,7 @@ def main() -> None:
     parser.add_argument("--plan", type=Path, required=True, help="JSON list of [partner code, token]")
     parser.add_argument("--query", required=True)
     parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--resource", choices=sorted(RESOURCES), default="stats")
     parser.add_argument("--out", type=Path, help="where to write the cProfile data")
     arguments = parser.parse_args()
 
@@ -72,20 +82,23 @@ def main() -> None:
 
     handler = WSGIHandler()
     plan = [tuple(pair) for pair in json.loads(arguments.plan.read_text())]
-    _send(handler, plan, arguments.query, len(plan))  # every partner's caches filled, connections made
+    resource = arguments.resource
+    _send(
+        handler, plan, arguments.query, len(plan), resource
+    )  # every partner's caches filled, connections made
 
     rounds = []
     for _ in range(3):
         started = time.process_time()
-        _send(handler, plan, arguments.query, arguments.requests)
+        _send(handler, plan, arguments.query, arguments.requests, resource)
         rounds.append((time.process_time() - started) / arguments.requests * 1000)
     rounds.sort()
     print(
-        f"CPU per request in-process: median {rounds[1]:.2f} ms (rounds: {', '.join(f'{r:.2f}' for r in rounds)})"
+        f"CPU per {resource} request in-process: median {rounds[1]:.2f} ms (rounds: {', '.join(f'{r:.2f}' for r in rounds)})"
     )
 
     profiler = cProfile.Profile(time.process_time)
-    profiler.runcall(_send, handler, plan, arguments.query, arguments.requests)
+    profiler.runcall(_send, handler, plan, arguments.query, arguments.requests, resource)
     if arguments.out:
         profiler.dump_stats(arguments.out)
     report = io.StringIO()

@@ -222,22 +222,33 @@ def _open_loop(
 
 
 def _profile_in_process(env: Environment, plan: list[tuple[str, str]], query: str, profile: Path) -> None:
-    """CPU per request inside Django and its profile (``api_profile.py``), logged and kept under ``profile``."""
+    """CPU per request inside Django and its profile (``api_profile.py``) for each resource the bench reads,
+    logged and kept under ``profile`` (``api-<resource>.prof``, ``api-<resource>.txt``)."""
     plan_path = env.work_dir / "api-plan.json"
     plan_path.write_text(json.dumps(plan))
-    done = subprocess.run(
-        [PYTHON, str(Path(__file__).with_name("api_profile.py")), "--plan", str(plan_path), "--query", query]
-        + ["--out", str(profile / "api.prof")],
-        cwd=ROOT,
-        env=_server_env(env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode:
-        raise BenchError(f"api_profile.py failed:\n{done.stderr[-2000:]}")
-    (profile / "api-profile.txt").write_text(done.stdout)
-    log.info("API in-process: %s (profile: %s)", done.stdout.splitlines()[0], profile / "api-profile.txt")
+    for resource in ("stats", "conversions", "orders"):
+        done = subprocess.run(
+            [
+                PYTHON,
+                str(Path(__file__).with_name("api_profile.py")),
+                "--plan",
+                str(plan_path),
+                "--query",
+                query,
+            ]
+            + ["--resource", resource, "--requests", "300", "--out", str(profile / f"api-{resource}.prof")],
+            cwd=ROOT,
+            env=_server_env(env),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode:
+            raise BenchError(f"api_profile.py --resource {resource} failed:\n{done.stderr[-2000:]}")
+        (profile / f"api-{resource}.txt").write_text(done.stdout)
+        log.info(
+            "API in-process: %s (profile: %s)", done.stdout.splitlines()[0], profile / f"api-{resource}.txt"
+        )
 
 
 def api_rows(

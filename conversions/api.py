@@ -11,6 +11,7 @@ same 404 as an unknown code. No response carries a buyer's ``openid``.
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+import orjson
 from django.db.models import Model, QuerySet
 from django.http import HttpResponseBase
 from django.utils import timezone
@@ -42,6 +43,7 @@ from conversions.selectors import (
 )
 from conversions.serializers import ConversionsQuery, OrdersQuery, StatementsQuery
 from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.json_rendering import RenderedJSON
 from cpsproject.common.params import Pagination, error_responses, query
 from cpsproject.common.timeutil import local_day, to_local
 from cpsproject.common.viewers import CONVERSIONS_GROUP_NAME
@@ -214,10 +216,15 @@ ENTRY_HEADER = ["partner", *_ENTRY_FIELDS]
 # --- Conversions per day ----------------------------------------------------------------------------------
 
 
+# The figures are ConversionNumbers' fields between the date and the reconciled flag, in the same order: a
+# day's dictionary is zipped from its values (a year of days is the busiest answer of this API).
+assert ConversionNumbers._fields[1:-1] == FIGURES, "FIGURES must follow ConversionNumbers"
+
+
 def _figures(numbers: ConversionNumbers) -> dict:
-    values = numbers._asdict()
+    values = dict(zip(FIGURES, numbers[1:-1], strict=True))
     values["conversion_rate"] = _rate(numbers.conversion_rate)
-    return {name: values[name] for name in FIGURES}
+    return values
 
 
 @extend_schema(
@@ -243,14 +250,13 @@ def partner_conversions(request: Request, code: str) -> Response | HttpResponseB
     if _wants_csv(request):
         rows = ([partner.code, d.date, *_figures(d).values(), d.reconciled] for d in days)
         return csv_response(rows, header=DAY_HEADER, filename=f"{partner.code}-conversions-{start}-{end}.csv")
-    return Response(
-        {
-            "partner": partner.code,
-            "currency": conversion_setting("REPORTING_CURRENCY"),
-            "days": [{"date": str(d.date), **_figures(d), "reconciled": d.reconciled} for d in days],
-            "total": _figures(total),
-        }
-    )
+    body = {
+        "partner": partner.code,
+        "currency": conversion_setting("REPORTING_CURRENCY"),
+        "days": [{"date": d.date, **_figures(d), "reconciled": d.reconciled} for d in days],
+        "total": _figures(total),
+    }
+    return Response(RenderedJSON(orjson.dumps(body)))
 
 
 # --- Orders -----------------------------------------------------------------------------------------------

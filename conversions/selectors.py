@@ -14,10 +14,10 @@ import datetime as dt
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypedDict
 
+from django.db import connection
 from django.db.models import (
     Case,
     CharField,
-    Count,
     Exists,
     F,
     OuterRef,
@@ -31,6 +31,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from conversions.models import LedgerEntry, MonthClose, Order, OrderDrift, OrderEvent, Statement
+from cpsproject.common.sql import as_date, as_int, fetch_rows, quoted_column, quoted_table
 from partners.models import Partner
 from stats.plugins import partner_uv_between, partner_uv_days
 
@@ -83,51 +84,71 @@ def subtree_orders(partner: Partner) -> QuerySet[Order]:
     return Order.objects.filter(in_subtree(partner))
 
 
-def _order_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, dict]:
-    own = Q(partner=partner)
-    rows = (
-        subtree_orders(partner)
-        .filter(paid_date__gte=start, paid_date__lte=end)
-        .values("paid_date")
-        .annotate(
-            orders=Count("id"),
-            orders_self=Count("id", filter=own),
-            buyers=Count("openid", distinct=True),
-            buyers_self=Count("openid", distinct=True, filter=own),
-            gross=Sum("amount_reporting"),
-            gross_self=Coalesce(Sum("amount_reporting", filter=own), 0),
-        )
-        .order_by()
+def _subtree_bounds(partner: Partner) -> tuple[str, str]:
+    """``in_subtree``'s range of paths, for the raw queries: every partner that has figures has a path."""
+    prefix = partner.path
+    if not prefix.endswith("/"):
+        raise ValueError(f"partner {partner.code!r} has no path (unsaved?)")
+    return prefix, prefix[:-1] + "0"
+
+
+class _OrderDay(NamedTuple):
+    orders: int
+    orders_self: int
+    buyers: int
+    buyers_self: int
+    gross: int
+    gross_self: int
+
+
+_NO_ORDERS = _OrderDay(0, 0, 0, 0, 0, 0)
+
+
+def _order_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, _OrderDay]:
+    order = quoted_table(Order)
+    path, paid_date = quoted_column(Order, "path"), quoted_column(Order, "paid_date")
+    partner_id, openid = quoted_column(Order, "partner"), quoted_column(Order, "openid")
+    amount = quoted_column(Order, "amount_reporting")
+    own = f"{partner_id} = %s"
+    rows = fetch_rows(
+        f"SELECT {paid_date}, COUNT(*), SUM(CASE WHEN {own} THEN 1 ELSE 0 END),"
+        f" COUNT(DISTINCT {openid}), COUNT(DISTINCT CASE WHEN {own} THEN {openid} END),"
+        f" SUM({amount}), SUM(CASE WHEN {own} THEN {amount} ELSE 0 END)"
+        f" FROM {order} WHERE {path} >= %s AND {path} < %s AND {paid_date} >= %s AND {paid_date} <= %s"
+        f" GROUP BY {paid_date}",
+        [partner.pk, partner.pk, partner.pk, *_subtree_bounds(partner), *_dates(start, end)],
     )
-    return {row["paid_date"]: dict(row) for row in rows}
+    return {as_date(row[0]): _OrderDay(*map(as_int, row[1:])) for row in rows}
 
 
 def _refund_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, tuple[int, int]]:
-    rows = (
-        OrderEvent.objects.filter(
-            in_subtree(partner, "order__path"),
-            status__in=OrderEvent.REVERSALS,
-            date__gte=start,
-            date__lte=end,
-        )
-        .values("date")
-        .annotate(
-            refunded=Sum("amount_reporting"),
-            refunded_self=Coalesce(Sum("amount_reporting", filter=Q(order__partner=partner)), 0),
-        )
-        .order_by()
+    order, event = quoted_table(Order), quoted_table(OrderEvent)
+    date, status = quoted_column(OrderEvent, "date"), quoted_column(OrderEvent, "status")
+    amount = quoted_column(OrderEvent, "amount_reporting")
+    path, partner_id = quoted_column(Order, "path"), quoted_column(Order, "partner")
+    rows = fetch_rows(
+        f"SELECT e.{date}, SUM(e.{amount}), SUM(CASE WHEN o.{partner_id} = %s THEN e.{amount} ELSE 0 END)"
+        f" FROM {event} e INNER JOIN {order} o ON o.id = e.{quoted_column(OrderEvent, 'order')}"
+        f" WHERE o.{path} >= %s AND o.{path} < %s AND e.{status} IN (%s, %s)"
+        f" AND e.{date} >= %s AND e.{date} <= %s GROUP BY e.{date}",
+        [partner.pk, *_subtree_bounds(partner), *OrderEvent.REVERSALS, *_dates(start, end)],
     )
-    return {row["date"]: (row["refunded"], row["refunded_self"]) for row in rows}
+    return {as_date(row[0]): (as_int(row[1]), as_int(row[2])) for row in rows}
 
 
 def _commission_figures(partner: Partner, start: dt.date, end: dt.date) -> dict[dt.date, int]:
-    rows = (
-        LedgerEntry.objects.filter(partner=partner, event_date__gte=start, event_date__lte=end)
-        .values("event_date")
-        .annotate(amount=Sum("amount"))
-        .order_by()
+    date, amount = quoted_column(LedgerEntry, "event_date"), quoted_column(LedgerEntry, "amount")
+    rows = fetch_rows(
+        f"SELECT {date}, SUM({amount}) FROM {quoted_table(LedgerEntry)}"
+        f" WHERE {quoted_column(LedgerEntry, 'partner')} = %s AND {date} >= %s AND {date} <= %s GROUP BY {date}",
+        [partner.pk, *_dates(start, end)],
     )
-    return {row["event_date"]: row["amount"] for row in rows}
+    return {as_date(row[0]): as_int(row[1]) for row in rows}
+
+
+def _dates(start: dt.date, end: dt.date) -> tuple[object, object]:
+    adapt = connection.ops.adapt_datefield_value
+    return adapt(start), adapt(end)
 
 
 def partner_conversions(
@@ -145,23 +166,21 @@ def partner_conversions(
     recounted = recounted_days(start, end)
     days, day = [], start
     while day <= end:
-        o = orders.get(day, {})
+        o = orders.get(day, _NO_ORDERS)
         refunded, refunded_self = refunds.get(day, (0, 0))
-        gross, gross_self = o.get("gross", 0), o.get("gross_self", 0)
-        uv = traffic[day].uv
         days.append(
             ConversionNumbers(
                 day,
-                o.get("orders", 0),
-                o.get("orders_self", 0),
-                o.get("buyers", 0),
-                o.get("buyers_self", 0),
-                gross,
+                o.orders,
+                o.orders_self,
+                o.buyers,
+                o.buyers_self,
+                o.gross,
                 refunded,
-                gross - refunded,
-                gross_self - refunded_self,
+                o.gross - refunded,
+                o.gross_self - refunded_self,
                 commissions.get(day, 0),
-                conversion_rate(o.get("buyers", 0), uv),
+                conversion_rate(o.buyers, traffic[day].uv),
                 day in recounted,
             )
         )
@@ -171,34 +190,39 @@ def partner_conversions(
 
 def recounted_days(start: dt.date, end: dt.date) -> set[dt.date]:
     """The days from ``start`` to ``end`` whose orders ``reconcile`` recounted from the archive."""
-    return set(
-        OrderDrift.objects.filter(date__gte=start, date__lte=end, partner=None).values_list("date", flat=True)
+    date = quoted_column(OrderDrift, "date")
+    rows = fetch_rows(
+        f"SELECT DISTINCT {date} FROM {quoted_table(OrderDrift)}"
+        f" WHERE {quoted_column(OrderDrift, 'partner')} IS NULL AND {date} >= %s AND {date} <= %s",
+        _dates(start, end),
     )
+    return {as_date(date) for (date,) in rows}
 
 
 def _total(
     partner: Partner, start: dt.date, end: dt.date, days: list[ConversionNumbers]
 ) -> ConversionNumbers:
-    distinct = (
-        subtree_orders(partner)
-        .filter(paid_date__gte=start, paid_date__lte=end)
-        .aggregate(
-            buyers=Count("openid", distinct=True),
-            buyers_self=Count("openid", distinct=True, filter=Q(partner=partner)),
-        )
+    path, paid_date = quoted_column(Order, "path"), quoted_column(Order, "paid_date")
+    openid = quoted_column(Order, "openid")
+    ((buyers, buyers_self),) = fetch_rows(
+        f"SELECT COUNT(DISTINCT {openid}),"
+        f" COUNT(DISTINCT CASE WHEN {quoted_column(Order, 'partner')} = %s THEN {openid} END)"
+        f" FROM {quoted_table(Order)}"
+        f" WHERE {path} >= %s AND {path} < %s AND {paid_date} >= %s AND {paid_date} <= %s",
+        [partner.pk, *_subtree_bounds(partner), *_dates(start, end)],
     )
     return ConversionNumbers(
         None,
         sum(d.orders for d in days),
         sum(d.orders_self for d in days),
-        distinct["buyers"],
-        distinct["buyers_self"],
+        as_int(buyers),
+        as_int(buyers_self),
         sum(d.gross for d in days),
         sum(d.refunded for d in days),
         sum(d.net for d in days),
         sum(d.net_self for d in days),
         sum(d.commission for d in days),
-        _range_rate(partner, start, end, distinct["buyers"], days),
+        _range_rate(partner, start, end, as_int(buyers), days),
         None,
     )
 

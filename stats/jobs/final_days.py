@@ -84,6 +84,11 @@ def decode(entry: bytes) -> list[FinalDay | None]:
     ]
 
 
+def final_mask(entry: bytes) -> list[bool]:
+    """Which days of an entry ``read`` found are final, from the month's first: ``decode`` without the numbers."""
+    return [numbers is not None for numbers in orjson.loads(entry)]
+
+
 def read_union(*, partner_id: int, scope: str, first: dt.date, last: dt.date) -> tuple[bytes | None, int]:
     """Return the cached union of the partner's stored HyperLogLogs from ``first`` to ``last`` (None: not
     cached, or by an earlier generation), and the generation read with it (what ``store_union`` tags with)."""

@@ -19,6 +19,7 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from cpsproject.common.sql import as_date, fetch_rows
 from cpsproject.common.timeutil import (
     day_bounds,
     local_day,
@@ -60,10 +61,17 @@ def _bucket_starts(day: dt.date) -> list[dt.datetime]:
     return starts
 
 
-def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
-    """Late events can re-create keys for a day until the maximum lateness has passed."""
+def _days_with_redis_keys(now: dt.datetime) -> tuple[dt.date, dt.date]:
+    """The first and last day that may have keys in Redis at ``now``: late events can re-create a day's keys
+    until the maximum lateness has passed since its end. A day ends when the next begins, so "its end plus the
+    horizon is after ``now``" is "it is not before the day of ``now`` minus the horizon"."""
     horizon = stats_setting("MAX_LATENESS_SECONDS") + stats_setting("SETTLE_SECONDS") + 86400
-    return day_bounds(day)[1] + dt.timedelta(seconds=horizon) > now and day <= local_day(now)
+    return local_day(now - dt.timedelta(seconds=horizon)), local_day(now)
+
+
+def _may_have_redis_keys(day: dt.date, now: dt.datetime) -> bool:
+    first, last = _days_with_redis_keys(now)
+    return first <= day <= last
 
 
 @functools.lru_cache(maxsize=64)
@@ -199,23 +207,17 @@ def _final_days(
     Reconciled days, and days past the lateness horizon that have no row.
     """
     final = {}
+    first_live, today = _days_with_redis_keys(now)
     for month, entry in _final_entries(partner=partner, months=months_touched(start, end), now=now).items():
         day = month
         for cached in final_days.decode(entry):
             if cached is not None and start <= day <= end:
                 if cached.reconciled:
                     final[day] = DayNumbers(day, *cached)
-                elif not _may_have_redis_keys(day, now):  # a caller may ask as of an earlier moment
+                elif not first_live <= day <= today:  # a caller may ask as of an earlier moment
                     final[day] = DayNumbers(day, 0, 0, 0, 0, False)
             day += _ONE_DAY
     return final
-
-
-def _sql(query: str, params: list) -> list[tuple]:
-    """Rows of one raw query: the ORM spends ~1 ms of CPU building each query of the stats request."""
-    with connection.cursor() as cursor:
-        cursor.execute(query, params)
-        return cursor.fetchall()
 
 
 def _live_pv(
@@ -238,7 +240,7 @@ def _live_pv(
         first, after = day_bounds(day)
         superseded = " OR ".join([f"({start_} = %s AND {generation_} = %s)"] * len(found[day])) or "1 = 0"
         pairs = [value for start, _, _, generation in found[day] for value in (adapt(start), generation)]
-        ((pv, pv_self, old_pv, old_self),) = _sql(
+        ((pv, pv_self, old_pv, old_self),) = fetch_rows(
             f"SELECT COALESCE(SUM(pv), 0), COALESCE(SUM(pv_self), 0),"
             f" COALESCE(SUM(CASE WHEN {superseded} THEN pv END), 0),"
             f" COALESCE(SUM(CASE WHEN {superseded} THEN pv_self END), 0)"
@@ -267,14 +269,14 @@ def _stored_rows(
     """Each stored day of ``start..end``; HyperLogLogs only from ``first_live`` on."""
     quote, adapt = connection.ops.quote_name, connection.ops.adapt_datefield_value
     date = quote("date")
-    rows = _sql(
+    rows = fetch_rows(
         f"SELECT {date}, pv, uv, pv_self, uv_self, reconciled_at IS NOT NULL,"
         f" CASE WHEN {date} >= %s THEN hll END, CASE WHEN {date} >= %s THEN hll_self END"
         f" FROM {quote(DailyStat._meta.db_table)} WHERE partner_id = %s AND {date} >= %s AND {date} <= %s",
         [adapt(first_live), adapt(first_live), partner.pk, adapt(start), adapt(end)],
     )
     return {
-        _as_date(row[0]): _StoredDay(
+        as_date(row[0]): _StoredDay(
             (int(row[1]), int(row[2]), int(row[3]), int(row[4])),
             bool(row[5]),
             _as_bytes(row[6]),
@@ -282,11 +284,6 @@ def _stored_rows(
         )
         for row in rows
     }
-
-
-def _as_date(value: dt.date | str) -> dt.date:
-    # SQLite answers a raw query's date column as text.
-    return value if isinstance(value, dt.date) else dt.date.fromisoformat(value)
 
 
 def _as_bytes(value: bytes | memoryview | None) -> bytes | None:
@@ -484,9 +481,15 @@ def uv_between(
         )
         first_open = last_final + _ONE_DAY
     if first_open <= end:
-        blobs += DailyStat.objects.filter(partner=partner, date__gte=first_open, date__lte=end).values_list(
-            field, flat=True
-        )
+        adapt, date = connection.ops.adapt_datefield_value, connection.ops.quote_name("date")
+        blobs += [
+            _as_bytes(blob)
+            for (blob,) in fetch_rows(
+                f"SELECT {field} FROM {connection.ops.quote_name(DailyStat._meta.db_table)}"
+                f" WHERE partner_id = %s AND {date} >= %s AND {date} <= %s",
+                [partner.pk, adapt(first_open), adapt(end)],
+            )
+        ]
     days = [first_open + dt.timedelta(days=n) for n in range((end - first_open).days + 1)]
     sources = [UvDay(partner.code, stamp_day(day), scope) for day in days]
     return union_counts(client, [(blobs, sources)])[0]
@@ -495,12 +498,20 @@ def uv_between(
 def _last_final_day(*, partner: Partner, start: dt.date, end: dt.date, now: dt.datetime) -> dt.date | None:
     """The last day of the run of days from ``start`` that are final (``_final_days``) and past the lateness
     horizon, or None when ``start`` is not one: their stored rows are all there is of them."""
-    if _may_have_redis_keys(start, now):  # a recent range: no run, and no need to read the cache for it
+    first_live, today = _days_with_redis_keys(now)
+    if first_live <= start <= today:  # a recent range: no run, and no need to read the cache for it
         return None
-    final = _final_days(partner=partner, start=start, end=end, now=now)
-    last, day = None, start
-    while day <= end and day in final and not _may_have_redis_keys(day, now):
-        last, day = day, day + _ONE_DAY
+    months = months_touched(start, end)
+    entries = _final_entries(partner=partner, months=months, now=now)
+    last = None
+    for month in months:
+        day = month
+        for final in final_days.final_mask(entries[month]):
+            if start <= day:
+                if day > end or not final or first_live <= day:
+                    return last
+                last = day
+            day += _ONE_DAY
     return last
 
 
