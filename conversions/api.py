@@ -28,8 +28,10 @@ from conversions.conf import conversion_setting
 from conversions.models import LedgerEntry, Order, Statement
 from conversions.selectors import (
     ConversionNumbers,
-    OrderWithMoney,
+    OrderLine,
     month_is_closed,
+    order_ids,
+    order_lines,
     order_list,
     paid_in,
     statement_entries,
@@ -222,7 +224,7 @@ assert ConversionNumbers._fields[1:-1] == FIGURES, "FIGURES must follow Conversi
 
 
 def _figures(numbers: ConversionNumbers) -> dict:
-    values = dict(zip(FIGURES, numbers[1:-1], strict=True))
+    values: dict[str, object] = dict(zip(FIGURES, numbers[1:-1], strict=True))
     values["conversion_rate"] = _rate(numbers.conversion_rate)
     return values
 
@@ -271,17 +273,17 @@ def _visible_orders(request: Request, code: str | None) -> QuerySet[Order]:
     return subtree_orders(scope) if scope is not None else Order.objects.none()
 
 
-def _order_row(order: OrderWithMoney) -> dict:
+def _order_row(line: OrderLine) -> dict:
     return {
-        "order_id": order.order_id,
-        "partner": order.partner.code if order.partner else None,
-        "status": order.status,
-        "paid_at": to_local(order.paid_at).isoformat(),
-        "currency": order.currency,
-        "amount": order.amount,
-        "refunded": order.refunded,
-        "amount_reporting": order.amount_reporting,
-        "commission": order.commission,
+        "order_id": line.order_id,
+        "partner": line.partner,
+        "status": line.status,
+        "paid_at": to_local(line.paid_at).isoformat(),
+        "currency": line.currency,
+        "amount": line.amount,
+        "refunded": line.refunded,
+        "amount_reporting": line.amount_reporting,
+        "commission": line.commission,
     }
 
 
@@ -301,32 +303,33 @@ def _order_row(order: OrderWithMoney) -> dict:
 def orders(request: Request) -> Response | HttpResponseBase:
     """A page of the orders paid from start to end, with what was refunded and their commission."""
     params = query(OrdersQuery, request, today=local_day(timezone.now()))
-    listed = order_list(
-        visible=_visible_orders(request, params.get("partner")),
-        start=params["start"],
-        end=params["end"],
-        status=params.get("status"),
-        earners=None if request.user.is_staff else portal_partner(request.user),
-    )
+    chosen = {
+        "visible": _visible_orders(request, params.get("partner")),
+        "start": params["start"],
+        "end": params["end"],
+        "status": params.get("status"),
+        "earners": None if request.user.is_staff else portal_partner(request.user),
+    }
     if _wants_csv(request):
-        rows = (list(_order_row(order).values()) for order in listed.iterator(chunk_size=1000))
+        listed = order_list(**chosen).iterator(chunk_size=1000)
+        rows = (list(_order_row(OrderLine.of(order)).values()) for order in listed)
         return csv_response(
             rows, header=ORDER_HEADER, filename=f"orders-{params['start']}-{params['end']}.csv"
         )
-    return _order_page(listed, request)
+    return _order_page(order_ids(**chosen), request, earners=chosen["earners"])
 
 
-def _order_page(listed: "QuerySet[OrderWithMoney]", request: Request) -> Response:
-    """The page of ``listed`` that ``?page=`` asks for, its money computed for that page's orders only.
+def _order_page(ids: "QuerySet[Order, int]", request: Request, *, earners: Partner | None) -> Response:
+    """The page of ``ids`` that ``?page=`` asks for, its money computed for that page's orders only.
 
     MariaDB evaluates the select list's subqueries for every matching row before it sorts, so paging the
     annotated query summed the events and ledger of a year's orders for 100 rows. The page's ids come from the
-    bare query (an index scan and a sort of narrow rows), then one query annotates those ids.
+    bare query (an index scan and a sort of narrow rows), then one query reads those orders' money.
     """
     paginator = Pagination()
-    ids = paginator.paginate_queryset(listed.values_list("pk", flat=True), request)
-    by_id = {order.pk: order for order in listed.filter(pk__in=ids)}
-    return paginator.get_paginated_response([_order_row(by_id[pk]) for pk in ids])
+    page = paginator.paginate_queryset(ids, request)
+    lines = order_lines(page, earners=earners)
+    return paginator.get_paginated_response([_order_row(lines[pk]) for pk in page])
 
 
 # --- Statements -------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ downline's), and ``conversion_rate`` = buyers / the subtree's UV of the day (Non
 """
 
 import datetime as dt
+from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypedDict
 
@@ -31,7 +32,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from conversions.models import LedgerEntry, MonthClose, Order, OrderDrift, OrderEvent, Statement
-from cpsproject.common.sql import as_date, as_int, fetch_rows, quoted_column, quoted_table
+from cpsproject.common.sql import as_date, as_datetime, as_int, fetch_rows, quoted_column, quoted_table
 from partners.models import Partner
 from stats.plugins import partner_uv_between, partner_uv_days
 
@@ -317,6 +318,104 @@ def order_list(
     if status:
         orders = orders.filter(status=status)
     return orders.select_related("partner").order_by("-paid_at", "-id")
+
+
+def order_ids(
+    *,
+    visible: QuerySet[Order],
+    start: dt.date,
+    end: dt.date,
+    status: str | None = None,
+    earners: Partner | None = None,
+) -> QuerySet[Order, int]:
+    """The ids of ``order_list``'s orders in its order: without a status to filter by, from the bare query
+    (no money summed, and a quarter of the CPU to build)."""
+    if status:
+        return order_list(visible=visible, start=start, end=end, status=status, earners=earners).values_list(
+            "pk", flat=True
+        )
+    paid = visible.filter(paid_date__gte=start, paid_date__lte=end)
+    return paid.order_by("-paid_at", "-id").values_list("pk", flat=True)
+
+
+class OrderLine(NamedTuple):
+    """One line of the orders list: an order and its money, as ``orders_with_money`` tells it."""
+
+    order_id: str
+    partner: str | None  # the attributed partner's code
+    status: str
+    paid_at: dt.datetime
+    currency: str
+    amount: int
+    refunded: int
+    amount_reporting: int
+    commission: int
+
+    @classmethod
+    def of(cls, order: "OrderWithMoney") -> "OrderLine":
+        return cls(
+            order.order_id,
+            order.partner.code if order.partner else None,
+            order.status,
+            order.paid_at,
+            order.currency,
+            order.amount,
+            order.refunded,
+            order.amount_reporting,
+            order.commission,
+        )
+
+
+def order_status(*, amount: int, refunded: int, cancelled: bool) -> str:
+    """``orders_with_money``'s status CASE, for lines read without it (``order_lines``): keep the two alike."""
+    if cancelled:
+        return OrderStatus.CANCELLED
+    if refunded > 0:
+        return OrderStatus.REFUNDED if refunded >= amount else OrderStatus.PARTLY_REFUNDED
+    return OrderStatus.PAID
+
+
+def order_lines(ids: Sequence[int], *, earners: Partner | None = None) -> dict[int, OrderLine]:
+    """The lines of the orders ``ids`` (a page of ``order_ids``) by id: ``orders_with_money``'s figures in one
+    written-out query, which the ORM took ~4 ms of CPU to build and turn into model instances."""
+    if not ids:
+        return {}
+    order, event, entry = quoted_table(Order), quoted_table(OrderEvent), quoted_table(LedgerEntry)
+    status, of_order = quoted_column(OrderEvent, "status"), quoted_column(OrderEvent, "order")
+    earned, params = "", list[str]()
+    if earners is not None:
+        path = quoted_column(Partner, "path")
+        earned = (
+            f" INNER JOIN {quoted_table(Partner)} lp ON lp.id = l.{quoted_column(LedgerEntry, 'partner')}"
+            f" AND lp.{path} >= %s AND lp.{path} < %s"
+        )
+        params += _subtree_bounds(earners)
+    rows = fetch_rows(
+        f"SELECT o.id, o.{quoted_column(Order, 'order_id')}, p.{quoted_column(Partner, 'code')},"
+        f" o.{quoted_column(Order, 'paid_at')}, o.{quoted_column(Order, 'currency')}, o.amount,"
+        f" o.{quoted_column(Order, 'amount_reporting')},"
+        f" (SELECT SUM(e.amount) FROM {event} e WHERE e.{of_order} = o.id AND e.{status} IN (%s, %s)),"
+        f" (SELECT SUM(l.amount) FROM {entry} l{earned} WHERE l.{quoted_column(LedgerEntry, 'order')} = o.id),"
+        f" EXISTS (SELECT 1 FROM {event} e WHERE e.{of_order} = o.id AND e.{status} = %s)"
+        f" FROM {order} o LEFT OUTER JOIN {quoted_table(Partner)} p"
+        f" ON p.id = o.{quoted_column(Order, 'partner')} WHERE o.id IN ({', '.join(['%s'] * len(ids))})",
+        [*OrderEvent.REVERSALS, *params, OrderEvent.Status.CANCELLED, *ids],
+    )
+    lines = {}
+    for pk, order_id, code, paid_at, currency, amount, reporting, refunded, commission, cancelled in rows:
+        refunded = as_int(refunded)
+        lines[pk] = OrderLine(
+            order_id,
+            code,
+            order_status(amount=amount, refunded=refunded, cancelled=bool(cancelled)),
+            as_datetime(paid_at),
+            currency,
+            amount,
+            refunded,
+            reporting,
+            as_int(commission),
+        )
+    return lines
 
 
 # --- Statements -------------------------------------------------------------------------------------------

@@ -9,13 +9,14 @@ Python type.
 import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, models
 
 from cpsproject.common.columns import column
 
 
-def fetch_rows(query: str, params: Sequence[object]) -> list[tuple]:
+def fetch_rows(query: str, params: Sequence[Any]) -> list[tuple]:
     """Rows of one raw query on the default database."""
     with connection.cursor() as cursor:
         cursor.execute(query, params)
@@ -34,6 +35,12 @@ def quoted_column(model: type[models.Model], name: str) -> str:
 def as_date(value: dt.date | str) -> dt.date:
     # SQLite answers a raw query's date column as text.
     return value if isinstance(value, dt.date) else dt.date.fromisoformat(value)
+
+
+def as_datetime(value: dt.datetime | str) -> dt.datetime:
+    """A datetime column as an aware datetime: both backends store UTC, SQLite as text, MariaDB without a zone."""
+    moment = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def as_int(value: int | Decimal | None) -> int:

@@ -222,6 +222,34 @@ def test_an_order_paid_nothing_is_paid_not_refunded(scenario):
     assert refunded["results"] == []
 
 
+def test_each_status_the_list_shows_is_the_one_it_filters_by(scenario):
+    """The page reads its lines' money in one query and the status filter in another: an order refunded in
+    full by two partial refunds is "refunded" in both, one refunded in part "partly_refunded"."""
+    full = make_order(
+        "SO-7", partner=scenario["A1"], openid="o-7", paid_at=at("2026-11-20 10:00"), amount=900
+    )
+    refund(full, ts=at("2026-11-20 11:00"), amount=400)
+    refund(full, ts=at("2026-11-20 12:00"), amount=500)
+    client = staff()
+    listed = client.get("/api/v1/orders/?start=2026-11-19&end=2026-11-22").json()["results"]
+    shown = {row["order_id"]: row["status"] for row in listed}
+    assert shown == {
+        "SO-1": "paid",
+        "SO-2": "partly_refunded",
+        "SO-3": "paid",
+        "SO-4": "paid",
+        "SO-5": "cancelled",
+        "SO-6": "paid",
+        "SO-7": "refunded",
+    }
+    for status in ("paid", "partly_refunded", "refunded", "cancelled"):
+        filtered = client.get(f"/api/v1/orders/?start=2026-11-19&end=2026-11-22&status={status}").json()
+        assert {row["order_id"] for row in filtered["results"]} == {
+            o for o, s in shown.items() if s == status
+        }
+        assert all(row["status"] == status for row in filtered["results"])
+
+
 def test_a_portal_sees_its_subtree_only_and_never_an_openid(scenario):
     client = portal_client("A1")
     own = client.get(URL)
