@@ -1,0 +1,103 @@
+"""What the consumer's counters cost Redis per event, each script and command apart: what chooses each step of
+the Redis cost work (issue 35) and shows it before and after.
+
+Replays a file of ``manage.py simulate`` events through every registered counter
+(``stats.pipeline.registry.queue_counters``, or the ones ``--counter`` names), in batches cut as the consumer
+cuts them (one partition's share per MULTI/EXEC, offsets rising), against the Redis of ``REDIS_URL``: use a
+private server, since ``INFO cpu`` is the whole server's. Prints Redis CPU per event (``used_cpu_user`` +
+``used_cpu_sys`` around the replay) and ``INFO commandstats`` per event::
+
+    .venv/bin/python manage.py simulate --events 300000 --users 100000 --rate 3600 --seed 7 --to file:EV
+    REDIS_URL=redis://127.0.0.1:6391/0 DATABASE_URL=... .venv/bin/python bench/counter_cost.py EV --batch 9500
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cpsproject.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.utils import timezone  # noqa: E402
+from django_redis import get_redis_connection  # noqa: E402
+
+from stats.pipeline import registry  # noqa: E402
+from stats.pipeline.batch import PartnerDirectory  # noqa: E402
+from stats.pipeline.events import Event, Rejected, parse_event  # noqa: E402
+from stats.pipeline.registry import CounterWrites  # noqa: E402
+
+
+def _cpu(client) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _events(path: Path) -> list[Event]:
+    lineages = PartnerDirectory().lineages()
+    now = timezone.now()
+    events = []
+    with path.open("rb") as lines:
+        for line in lines:
+            with contextlib.suppress(Rejected):  # dead letters count nowhere
+                events.append(parse_event(line.rstrip(b"\n"), lineages=lineages, now=now))
+    return events
+
+
+def _replay(client, events: list[Event], *, batch: int, partitions: int, counters: set[str] | None) -> None:
+    if counters:  # only the named counters: the others' specs set aside for the replay
+        kept = {name: spec for name, spec in registry._counters.items() if name in counters}
+        registry._counters.clear()
+        registry._counters.update(kept)
+    now = timezone.now()
+    read = dict.fromkeys(range(partitions), 0)
+    for number, start in enumerate(range(0, len(events), batch)):
+        share = events[start : start + batch]
+        partition = number % partitions
+        pipe = client.pipeline(transaction=True)
+        writes = CounterWrites(
+            partition,
+            fenced=pipe,
+            idempotent=pipe,
+            first_offset=read[partition],
+            next_offset=read[partition] + len(share),
+        )
+        read[partition] += len(share)
+        registry.queue_counters(writes, share, now=now)
+        pipe.execute()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("events", type=Path)
+    parser.add_argument("--batch", type=int, default=9500, help="events per partition's apply")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--counter", action="append", help="replay only this registered counter (repeatable)")
+    args = parser.parse_args()
+    events = _events(args.events)
+    client = get_redis_connection("default")
+    client.flushdb()
+    client.config_resetstat()
+    before, began = _cpu(client), time.process_time()
+    _replay(client, events, batch=args.batch, partitions=args.partitions, counters=set(args.counter or ()))
+    spent, python = _cpu(client) - before, time.process_time() - began
+    n = len(events)
+    print(
+        f"{n:,} events in batches of {args.batch}: Redis {spent / n * 1e6:.2f} µs/event; "
+        f"replay (build, pack, wait) {python / n * 1e6:.2f} µs/event"
+    )
+    for name, stats in sorted(client.info("commandstats").items()):
+        if name not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushdb"):
+            calls, usec = stats["calls"], stats["usec"]
+            print(f"  {name[8:]:10s} {calls:>9,} calls, {calls / n:6.3f}/event, {usec / n:6.2f} µs/event")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
