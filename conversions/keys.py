@@ -11,6 +11,11 @@
                                           generation ends (attribution)
     {P:views:partitions}             set   the Kafka partitions whose consumers wrote views: the fields a
                                           reader asks for (attribution)
+    {P:recorded:{partner id}}:{yyyyMMdd}-{yyyyMMdd}
+                                     string "{watermark}|{JSON}": a partner's recorded figures of a range (its
+                                          subtree's orders, refunds, commissions and recounted days), as of
+                                          the conversions tables' largest ids; expires after
+                                          RECORDED_FIGURES_TTL seconds (selectors)
 """
 
 from django.conf import settings
@@ -20,9 +25,17 @@ from django.conf import settings
 VIEW_SHARDS = 64
 
 
+# How long a range's recorded figures are read from the cache at most: the live figures' promise is a minute.
+RECORDED_FIGURES_TTL = 60
+
+
 def views(generation: int, shard: int) -> str:
     return "{" + settings.CPS_REDIS_PREFIX + f":views:{generation}:{shard}}}"
 
 
 def view_partitions() -> str:
     return "{" + settings.CPS_REDIS_PREFIX + ":views:partitions}"
+
+
+def recorded_figures(partner_id: int, first: str, last: str) -> str:
+    return "{" + settings.CPS_REDIS_PREFIX + f":recorded:{partner_id}}}:{first}-{last}"

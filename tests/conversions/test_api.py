@@ -326,7 +326,9 @@ def test_staff_without_the_conversions_permissions_is_refused(scenario):
 
 # The token, the partner named, then: orders by day, reversals, commission, UV of the days, recounted days,
 # buyers over the range, the range's UV / the count, the page's ids, the page's orders with their money.
-CONVERSIONS_QUERIES = 9
+# A conversions request read again while nothing was recorded: the token, the partner, the conversions tables'
+# largest ids (the recorded figures then come from the cache), and the traffic's live days.
+CONVERSIONS_QUERIES = 5
 ORDERS_QUERIES = 5
 
 
@@ -347,6 +349,28 @@ def test_a_request_makes_the_same_queries_over_30_days_as_over_a_year(scenario, 
     conversions = _queries(client, f"/api/v1/partners/A1/conversions/?{query}")
     listed = _queries(client, f"/api/v1/orders/?partner=A1&{query}")
     assert (conversions, listed) == (CONVERSIONS_QUERIES, ORDERS_QUERIES)
+
+
+def test_what_is_recorded_after_a_read_is_in_the_next_read(scenario):
+    """The recorded figures of a range are cached between requests: a new order, refund or commission entry
+    is in the very next answer, whatever it changes."""
+    client = portal_client("A")
+    url = "/api/v1/partners/A1/conversions/?start=2026-11-19&end=2026-11-22"
+
+    def total() -> tuple:
+        body = client.get(url).json()["total"]
+        return body["orders"], body["buyers"], body["gross"], body["refunded"], body["commission"]
+
+    assert total() == (4, 3, 10_000 + 10_650 + 2_000 + 3_000, 3_550 + 3_000, 400 + 85 - 120 - 28 + 16)
+    assert total() == (4, 3, 25_650, 6_550, 353)  # read again from the cache
+    so8 = make_order(
+        "SO-8", partner=scenario["A1"], openid="o-8", paid_at=at("2026-11-20 10:00"), amount=1_000
+    )
+    assert total() == (5, 4, 26_650, 6_550, 353)
+    refund(so8, ts=at("2026-11-21 10:00"), amount=250)
+    assert total() == (5, 4, 26_650, 6_800, 353)
+    ledger(so8, scenario["A1"], 40, ts=at("2026-11-20 10:00"), share_bp=8000)
+    assert total() == (5, 4, 26_650, 6_800, 393)
 
 
 def test_a_subtree_is_its_path_prefix_not_an_id_that_starts_alike(scenario):
