@@ -54,7 +54,7 @@ class Sizes:
     idle_exit: float
 
 
-FULL = Sizes(events=300_000, users=100_000, batch=16_000, partners=1000, idle_exit=3)
+FULL = Sizes(events=300_000, users=100_000, batch=32_000, partners=1000, idle_exit=3)
 QUICK = Sizes(events=12_000, users=2000, batch=500, partners=30, idle_exit=1)
 
 

@@ -30,9 +30,10 @@ DEFAULTS = {
     "KAFKA_SESSION_TIMEOUT_MS": 10_000,
     # Records per poll and per process_batch. Live traffic shares buckets, samples and slots within a batch, so
     # larger batches send fewer Redis operations per event: 10,000 took half the CPU per event of 2,000, and
-    # 20,000 a third less Redis CPU than 10,000. The consumer holds up to three batches (one counted, one
-    # waiting its turn, the next being parsed): its peak RSS at 16,000 is a row of bench/README.md.
-    "CONSUMER_BATCH_SIZE": 16_000,
+    # 32,000 against 16,000 (three A/B rounds of bench/run.py) 17 % less of the consumer's CPU per event and
+    # 22 % less of Redis', for 20-28 MB more peak RSS. The consumer holds up to three batches (one counted,
+    # one waiting its turn, the next being parsed): its peak RSS is a row of bench/README.md.
+    "CONSUMER_BATCH_SIZE": 32_000,
     "PARTNER_CACHE_SECONDS": 30,
     # Raw events are kept this long: at least the maximum lateness plus a reconcile window.
     "ARCHIVE_RETENTION_DAYS": 35,
