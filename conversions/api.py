@@ -231,7 +231,10 @@ def _figures(numbers: ConversionNumbers) -> dict:
 
 @extend_schema(
     summary="Orders, buyers, money and commission of one partner per day",
-    description="One entry per business day from start to end, zero-filled; fresh from the recorded orders.",
+    description=(
+        "One entry per business day from start to end, zero-filled; from the recorded orders (a range's figures "
+        "are cached while nothing is recorded, for at most a minute)."
+    ),
     parameters=[_CODE, ConversionsQuery, csv_format_parameter()],
     responses={
         (200, "application/json"): _CONVERSIONS,
