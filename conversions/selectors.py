@@ -224,12 +224,13 @@ def _recorded_figures(partner: Partner, start: dt.date, end: dt.date) -> _Record
     order comes. It also expires within a minute, which bounds the one write the ids can miss: a transaction
     that took its ids before another's, committed after it.
     """
-    mark = _watermark()
+    # The subtree is the partner's path of now: a partner moved since reads other orders.
+    tag = _watermark() + b"|" + partner.path.encode() + b"|"
     client = get_redis_connection("default")
     key = keys.recorded_figures(partner.pk, stamp_day(start), stamp_day(end))
     entry = client.get(key)
-    if entry is not None and entry.startswith(mark + b"|"):
-        return _decoded(entry[len(mark) + 1 :])
+    if entry is not None and entry.startswith(tag):
+        return _decoded(entry[len(tag) :])
     recorded = _Recorded(
         _order_figures(partner, start, end),
         _refund_figures(partner, start, end),
@@ -237,7 +238,7 @@ def _recorded_figures(partner: Partner, start: dt.date, end: dt.date) -> _Record
         recounted_days(start, end),
         *_distinct_buyers(partner, start, end),
     )
-    client.set(key, mark + b"|" + _encoded(recorded), ex=keys.RECORDED_FIGURES_TTL)
+    client.set(key, tag + _encoded(recorded), ex=keys.RECORDED_FIGURES_TTL)
     return recorded
 
 

@@ -373,6 +373,16 @@ def test_what_is_recorded_after_a_read_is_in_the_next_read(scenario):
     assert total() == (5, 4, 26_650, 6_800, 393)
 
 
+def test_a_partner_moved_after_a_read_reads_its_new_subtree(scenario):
+    """A1a was moved under A2 after its orders: its subtree holds none of them. Moved back under A1, its path
+    is the one they were attributed with again, and the next read finds them (not the cached answer)."""
+    client = staff()
+    url = "/api/v1/partners/A1a/conversions/?start=2026-11-19&end=2026-11-22"
+    assert client.get(url).json()["total"]["orders"] == 0
+    partner_move(partner=scenario["A1a"], new_parent=scenario["A1"])
+    assert client.get(url).json()["total"]["orders"] == 2  # SO-2 and SO-3
+
+
 def test_a_subtree_is_its_path_prefix_not_an_id_that_starts_alike(scenario):
     """Partner 1's subtree is "/1/…", never "/10/…": the subtree is read as a range of paths."""
     from conversions.models import Order
