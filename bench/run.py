@@ -35,6 +35,7 @@ FIGURES = [
     ("consume: counting stage", "events/s", "stages"),
     ("pipeline vs design doc 1", "events/s", "design"),
     ("consume peak RSS", "MB", "consume"),
+    ("Redis CPU per event", "µs", "consume"),
     ("flush dirty buckets", "s", "flush"),
     ("reconcile a day", "s", "reconcile"),
     ("API p95 at 100 req/s", "ms", "api"),

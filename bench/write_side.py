@@ -271,9 +271,18 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             target="< 200 MB",
             note=f"one consume process over {sizes.consume_events:,} events",
         ),
+        Row(
+            "Redis CPU per event",
+            cpu.get("Redis"),
+            "µs",
+            target="≤ 2 µs",
+            note="the Redis server process's CPU time (user and system) over the consume row's run, divided by its "
+            "events: every counter (page views, traffic quality) and the attribution views",
+        ),
     ]
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
     rows[1].met = peak < 200
+    rows[2].met = rows[2].value is not None and rows[2].value <= 2
     return rows, day
 
 
