@@ -26,7 +26,6 @@ from cpsproject.common.timeutil import local_day
 from loginlog.services import sync_logins
 from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.models import DeadLetter
-from tests.browser.screenshots import screenshot
 from tests.factories import feed, pv_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
@@ -98,7 +97,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     page.click("input[type=submit]")
     page.wait_for_selector("#today-pv")
     assert page.url.rstrip("/").endswith("/admin")  # the first page after login is the dashboard
-    screenshot(page, SCREENSHOTS / "1-dashboard.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "1-dashboard.png", full_page=True)
 
     api = page.request.get(f"{base}/api/v1/partners/{PARTNER}/stats/?start={today}&end={today}")
     assert api.ok, api.text()
@@ -120,7 +119,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     assert page.locator("#days-chart svg.cps-chart, #last-hour svg.cps-chart").count() == 2
     # Today against yesterday, as the API counts both.
     check_comparison(page, day, before)
-    screenshot(page, SCREENSHOTS / "2-dashboard-partner.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "2-dashboard-partner.png", full_page=True)
 
     page.click("#partner-page-link")
     row = page.locator(f'#network-table tr[data-date="{today}"]')
@@ -142,13 +141,13 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
         point = chart.locator(f'g[data-series="{child["code"]}"] circle[data-label="{label}"]')
         assert int(point.get_attribute("data-value")) == child_day["pv"]
     assert chart.bounding_box()["height"] > 150  # drawn, not collapsed
-    screenshot(page, SCREENSHOTS / "3-partner-page.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "3-partner-page.png", full_page=True)
 
     # A mistyped partner page: a 404 inside the admin, whose link leads back to the dashboard.
     missing = page.goto(f"{base}/admin/network/P00l/")
     assert missing.status == 404
     assert "No partner has the code P00l." in page.inner_text("#partner-missing")
-    screenshot(page, SCREENSHOTS / "3a-partner-missing.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "3a-partner-missing.png", full_page=True)
     page.click("#back-to-dashboard")
     page.wait_for_selector("#today-pv")
 
@@ -158,30 +157,30 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     page.click("a.deletelink")
     assert page.inner_text("#not-deleted").startswith("Partners are deactivated, not deleted")
     assert page.locator("#deactivate").get_attribute("value") == f"Deactivate {PARTNER}"
-    screenshot(page, SCREENSHOTS / "3b-partner-deactivate.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "3b-partner-deactivate.png", full_page=True)
 
     page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={PARTNER}")
     row = page.locator("#result_list tbody tr", has=page.locator("td.field-partner", has_text=f"{PARTNER} ("))
     assert number(row.locator("td.field-pv").inner_text()) == day["pv"]
     assert number(row.locator("td.field-uv").inner_text()) == day["uv"]
-    screenshot(page, SCREENSHOTS / "4-daily-list.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "4-daily-list.png", full_page=True)
 
     with page.expect_navigation():
         page.select_option("#language-select", "zh-hans")
     assert "统计看板" not in page.content()  # still the daily list, now in Chinese
     assert "每日统计" in page.inner_text("#content")
     assert "下载 CSV" in page.inner_text("#content")
-    screenshot(page, SCREENSHOTS / "5-daily-list-zh.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "5-daily-list-zh.png", full_page=True)
 
     page.goto(f"{base}/admin/stats/deadletter/?reason__exact=not_json")
     head = page.locator("#result_list td.field-payload_head").first
     assert "AAAA" in head.inner_text()
     assert head.bounding_box()["width"] < 600  # 40em at most; unwrapped, 120 letters are far wider
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    screenshot(page, SCREENSHOTS / "6-dead-letters.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "6-dead-letters.png", full_page=True)
     page.goto(f"{base}/admin/stats/deadletter/{letter}/change/")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    screenshot(page, SCREENSHOTS / "7-dead-letter.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "7-dead-letter.png", full_page=True)
 
     page.goto(f"{base}/admin/stats/dailystat/?date__gte={today}&date__lte={today}&q={PARTNER}")
     with page.expect_download() as download:
@@ -194,7 +193,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
     page.goto(f"{base}/admin/")
     assert "统计看板" in page.content()
     assert "今日 PV" in page.inner_text("#today")
-    screenshot(page, SCREENSHOTS / "8-dashboard-zh.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "8-dashboard-zh.png", full_page=True)
 
     # In Chinese too: a partner found by part of its name, the comparison and the partner chart.
     page.goto(f"{base}/admin/?start={today}&end={today}")
@@ -210,10 +209,10 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
         "占全部 UV 的比例",
     ]
     check_comparison(page, day, before)
-    screenshot(page, SCREENSHOTS / "9-dashboard-partner-zh.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "9-dashboard-partner-zh.png", full_page=True)
     page.click("#partner-page-link")
     assert f"{PARTNER} 及其下级导流商每日 PV" in page.inner_text("#network-chart h2")
-    screenshot(page, SCREENSHOTS / "10-partner-page-zh.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "10-partner-page-zh.png", full_page=True)
     context.close()
 
 
@@ -261,7 +260,7 @@ def check_one_truth(browser, base: str, today: str, language: str) -> None:
     # The last hour is part of today, and of the partner's own traffic: the 3 own views fed just now count.
     assert 3 <= own_hour <= own_today
     assert fits(page)
-    screenshot(page, shots / "dashboard-scope-self.png", full_page=True)
+    page.screenshot(path=shots / "dashboard-scope-self.png", full_page=True)
     page.goto(f"{base}/admin/?partner={MIDDLE}")
     tree_today, tree = number(page.inner_text("#today-pv")), minute_bars(page)
     children = []
@@ -280,7 +279,7 @@ def check_one_truth(browser, base: str, today: str, language: str) -> None:
     assert links.count() >= 4 and "2099-01-01" in page.inner_text(
         "ul.messagelist"
     )  # the end clamped, said so
-    screenshot(page, shots / "dashboard-matches.png", full_page=True)
+    page.screenshot(path=shots / "dashboard-matches.png", full_page=True)
     links.first.click()
     page.wait_for_selector("#today-pv")
     assert page.inner_text(".cps-subject").split()[0] == PARTNER
@@ -297,13 +296,13 @@ def check_one_truth(browser, base: str, today: str, language: str) -> None:
     assert number(row.locator("td.field-pv_self").inner_text()) == api["pv_self"]
     assert ("live" if language == "en" else "实时") in row.locator("td.field-reconciled_at").inner_text()
     assert fits(page)
-    screenshot(page, shots / "daily-list-today.png", full_page=True)
+    page.screenshot(path=shots / "daily-list-today.png", full_page=True)
     page.goto(f"{base}/admin/stats/dailystat/")  # every partner, every column
     assert fits(page)
-    screenshot(page, shots / "daily-list.png")
+    page.screenshot(path=shots / "daily-list.png")
     for path in ("stats/reconciledrift/", "stats/deadletter/", "stats/bucketstat/", "partners/partner/"):
         page.goto(f"{base}/admin/{path}")
-        screenshot(page, shots / f"list-{path.split('/')[1]}.png")
+        page.screenshot(path=shots / f"list-{path.split('/')[1]}.png")
         assert fits(page), path
 
     # A login month: a page to view, with its dates; the list filtered by month.
@@ -311,12 +310,12 @@ def check_one_truth(browser, base: str, today: str, language: str) -> None:
     # Months to choose, not Django's "Today / Past 7 days" of a date.
     assert page.locator('#changelist-filter a[href*="month="]').count() >= 1
     assert page.locator('#changelist-filter a[href*="month__gte"]').count() == 0
-    screenshot(page, shots / "login-months.png", full_page=True)
+    page.screenshot(path=shots / "login-months.png", full_page=True)
     page.locator("#result_list tbody tr th a").first.click()
     assert page.locator("input[name=_save]").count() == 0 and page.locator("a.deletelink").count() == 0
     dates = page.locator(".field-login_dates .readonly").inner_text()
     assert dates and all(ch.isdigit() or ch in "/, 年月日" for ch in dates), dates
-    screenshot(page, shots / "login-month.png", full_page=True)
+    page.screenshot(path=shots / "login-month.png", full_page=True)
     context.close()
 
 

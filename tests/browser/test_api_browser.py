@@ -12,7 +12,6 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
-from tests.browser.screenshots import screenshot
 from tests.browser.test_admin_browser import SCREENSHOTS, chromium
 from tests.factories import create_tree, feed, pv_event
 
@@ -61,7 +60,7 @@ def test_staff_read_the_stats_endpoint_in_the_browser_in_both_languages(live_ser
             ]:
                 assert shown in text, (language, shown, text[-600:])
             assert all(word in text for word in wants), (language, text[:600])
-            screenshot(page, SCREENSHOTS / f"api-stats-{language}.png", full_page=True)
+            page.screenshot(path=SCREENSHOTS / f"api-stats-{language}.png", full_page=True)
 
             refused = page.goto(f"{live_server.url}/api/v1/partners/A1/stats/?start=yesterday")
             assert refused.status == 400
@@ -71,5 +70,5 @@ def test_staff_read_the_stats_endpoint_in_the_browser_in_both_languages(live_ser
                 "zh": "start 必须是 YYYY-MM-DD 格式的日期，不能是 'yesterday'。",
             }[language]
             assert f'"detail": "{message}"' in text, (language, text[-600:])
-            screenshot(page, SCREENSHOTS / f"api-refused-{language}.png", full_page=True)
+            page.screenshot(path=SCREENSHOTS / f"api-refused-{language}.png", full_page=True)
             context.close()

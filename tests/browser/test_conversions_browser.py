@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from conversions.models import ExchangeRate, Order, Statement
 from cpsproject.common.timeutil import to_local
-from tests.browser.screenshots import screenshot
 from tests.browser.test_admin_browser import SCREENSHOTS, WIDTH, chromium, fits
 from tests.conversions.test_admin import entries, event, make_order
 from tests.factories import create_tree
@@ -140,7 +139,7 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
     assert chart.bounding_box()["height"] > 150
     points = chart.locator("g[data-series] circle").evaluate_all("cs => cs.map(c => +c.dataset.value)")
     assert points == [1, 2, 1, 1]  # orders yesterday, today; buyers yesterday, today
-    screenshot(page, shots / "1-dashboard.png", full_page=True)
+    page.screenshot(path=shots / "1-dashboard.png", full_page=True)
     assert fits(page)
 
     # A's subtree: SO-4 today; today's refunds of SO-1 and SO-4; A's own entries today -0.07 + 0.22 - 0.22.
@@ -150,7 +149,7 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
         "-30.00 CNY",
         "-0.07 CNY",
     ]
-    screenshot(page, shots / "2-dashboard-partner.png", full_page=True)
+    page.screenshot(path=shots / "2-dashboard-partner.png", full_page=True)
 
     # The partner page: A's own orders, A1's and A2's subtrees, totals that add up.
     page.click("#partner-page-link")
@@ -167,7 +166,7 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
         "99.99 CNY",
         "5.00 CNY",
     ]
-    screenshot(page, shots / "3-partner-page.png", full_page=True)
+    page.screenshot(path=shots / "3-partner-page.png", full_page=True)
     assert fits(page)
 
     # SO-1's explanation: the view that attributed it, and the sums of the refund.
@@ -184,11 +183,11 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
     assert page.inner_text("#ledger-total") == "500"
     assert "o-browser" not in page.content()
     assert ("归因" if zh else "Attribution") in page.inner_text("#attribution h2")
-    screenshot(page, shots / "4-order-explanation.png", full_page=True)
+    page.screenshot(path=shots / "4-order-explanation.png", full_page=True)
     assert fits(page)
 
     page.goto(f"{base}/admin/conversions/order/")
-    screenshot(page, shots / "5-orders.png", full_page=True)
+    page.screenshot(path=shots / "5-orders.png", full_page=True)
     assert fits(page)
 
     # The statements and the CSV finance pays from.
@@ -197,7 +196,7 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
         "12,345.67 CNY",
         "-5.00 CNY",
     ]
-    screenshot(page, shots / "6-statements.png", full_page=True)
+    page.screenshot(path=shots / "6-statements.png", full_page=True)
     assert fits(page)
     with page.expect_download() as download:
         page.click("a.cps-csv")
@@ -209,6 +208,6 @@ def check_pages(browser, base: str, language: str, order: int, today: str, yeste
     assert rows[0][0] == ("月份" if zh else "month")
 
     page.goto(f"{base}/admin/conversions/ledgerentry/")
-    screenshot(page, shots / "7-ledger.png", full_page=True)
+    page.screenshot(path=shots / "7-ledger.png", full_page=True)
     assert fits(page)
     context.close()

@@ -23,7 +23,6 @@ from conversions.statements import close_month
 from cpsproject.common.timeutil import local_day
 from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.devtools.simulate import simulate_events
-from tests.browser.screenshots import screenshot
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import feed
 
@@ -114,8 +113,8 @@ def walk(browser, base: str, language: str, order: int, month: dt.date, statemen
     ]
     for name, path, money_cells in pages:
         page.goto(f"{base}{path}")
-        screenshot(page, shots / f"{name}.png", full_page=True)
-        screenshot(page, shots / f"{name}-top.png")  # the first screen, at its size: easier to look at
+        page.screenshot(path=shots / f"{name}.png", full_page=True)
+        page.screenshot(path=shots / f"{name}-top.png")  # the first screen, at its size: easier to look at
         assert fits(page), (name, widths(page))
         for selector in money_cells:
             texts = page.locator(selector).all_inner_texts()

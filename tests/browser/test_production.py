@@ -21,7 +21,6 @@ from django.conf import global_settings
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 
-from tests.browser.screenshots import screenshot
 from tests.browser.test_admin_browser import chromium
 from tests.conftest import ROOT, free_port, subprocess_env
 
@@ -127,24 +126,24 @@ def check_pages(browser, base: str) -> list[str]:
 
     page.goto(f"{base}/admin/")
     assert header_background(page) == ADMIN_HEADER_BG
-    screenshot(page, SCREENSHOTS / "production-1-login.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "production-1-login.png", full_page=True)
     page.fill("#id_username", USER[0])
     page.fill("#id_password", USER[1])
     page.click("input[type=submit]")
     page.wait_for_selector("#today-pv")
     assert header_background(page) == ADMIN_HEADER_BG
-    screenshot(page, SCREENSHOTS / "production-2-dashboard.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "production-2-dashboard.png", full_page=True)
 
     page.goto(f"{base}/admin/stats/dailystat/")
     page.wait_for_selector("#changelist")
     assert header_background(page) == ADMIN_HEADER_BG
-    screenshot(page, SCREENSHOTS / "production-3-daily-list.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "production-3-daily-list.png", full_page=True)
 
     page.goto(f"{base}/api/v1/docs/")
     page.wait_for_selector(".swagger-ui .opblock")
     assert "CPS partner statistics API" in page.inner_text(".swagger-ui .info .title")
     assert page.locator(".swagger-ui .opblock").count() >= 10  # one block per operation of the schema
-    screenshot(page, SCREENSHOTS / "production-4-api-docs.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "production-4-api-docs.png", full_page=True)
 
     # The API itself opens in the same browser (DRF's browsable API, with DEBUG off too), styled.
     answer = page.goto(f"{base}/api/v1/partners/")
@@ -153,7 +152,7 @@ def check_pages(browser, base: str) -> list[str]:
     # Bootstrap's grey breadcrumb bar: unstyled, it would be transparent.
     breadcrumb = "getComputedStyle(document.querySelector('.breadcrumb')).backgroundColor"
     assert page.evaluate(breadcrumb) == "rgb(245, 245, 245)"
-    screenshot(page, SCREENSHOTS / "production-5-api.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "production-5-api.png", full_page=True)
     context.close()
 
     # The pages name hashed files (collectstatic's manifest), the admin's stylesheet among them.

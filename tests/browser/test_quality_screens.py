@@ -31,7 +31,6 @@ from quality.flush import flush_quality
 from quality.models import Finding, QualityDay
 from quality.simulation import PARTNERS, looked_at
 from stats.jobs.reconcile import reconcile
-from tests.browser.screenshots import screenshot
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import create_partner, create_staff
 
@@ -165,8 +164,8 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
     ]
     for name, path in pages:
         page.goto(f"{base}{path}")
-        screenshot(page, shots / f"{name}.png", full_page=True)
-        screenshot(page, shots / f"{name}-top.png")  # the first screen, at its size: easier to look at
+        page.screenshot(path=shots / f"{name}.png", full_page=True)
+        page.screenshot(path=shots / f"{name}-top.png")  # the first screen, at its size: easier to look at
         assert fits(page), name
         CHECKS[name](page, language, big_day)
         if name.startswith("quality-5") or name.startswith("quality-6"):
@@ -177,7 +176,7 @@ def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> N
     for width in (*FITTING_WIDTHS, NARROW_WIDTH):
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{base}/admin/network/RELOADER/")
-        screenshot(page.locator("#quality-partner"), shots / f"quality-2-partner-panel-{width}.png")
+        page.locator("#quality-partner").screenshot(path=shots / f"quality-2-partner-panel-{width}.png")
         assert fits(page), width
         # Both findings of the judged day, each whole where the reader sees it.
         assert len(cells(page, "#quality-days td.findings .finding")) == 2
@@ -204,7 +203,7 @@ def resolve_one(browser, base: str, language: str, finding: int, status: str) ->
     with page.expect_navigation():
         page.click("input[name=_save]")
     shots = SCREENS / language
-    screenshot(page, shots / "quality-7-resolved.png", full_page=True)
+    page.screenshot(path=shots / "quality-7-resolved.png", full_page=True)
     assert fits(page)
     row = page.locator("#result_list tbody tr", has=page.locator(f"a[href$='/{finding}/change/']"))
     assert cells(row, "td.field-status") == [{"en": status, "zh-hans": "已排除"}[language]]
