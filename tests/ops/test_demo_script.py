@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.pass_independent  # each test starts a redis-server of its own
+pytestmark = pytest.mark.one_pass("sqlite")  # each test starts a redis-server of its own
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,7 +25,7 @@ from tests.stats.pipeline.test_librdkafka import decoder, librdkafka, produce, r
 
 # Both decoders: aiokafka's compiled one and kafka-python's batches. The broker and the decoder alone: no
 # database, no Redis.
-pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder"), pytest.mark.pass_independent]
+pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder"), pytest.mark.one_pass("sqlite")]
 
 FETCH_BYTES = 64 * 1024
 RECORDS, PER_BATCH, RECORD_BYTES = 400, 20, 1000
