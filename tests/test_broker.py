@@ -7,6 +7,7 @@ from tests.conftest import KAFKA_SESSION_TIMEOUT_MS
 
 
 @pytest.mark.kafka
+@pytest.mark.one_pass("sqlite")  # the broker alone: no database, no Redis
 def test_produce_and_consume_through_a_consumer_group(kafka_bootstrap, kafka_topic):
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
     for i in range(30):

@@ -28,7 +28,12 @@ from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.models import DeadLetter
 from tests.factories import feed, pv_event
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 CHROMIUM = "/usr/bin/chromium"
 # CPS_SCREENSHOTS puts them elsewhere (several checkouts running the test at once).

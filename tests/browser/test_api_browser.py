@@ -15,7 +15,12 @@ from cpsproject.common.timeutil import local_day
 from tests.browser.test_admin_browser import SCREENSHOTS, chromium
 from tests.factories import create_tree, feed, pv_event
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 
 def test_staff_read_the_stats_endpoint_in_the_browser_in_both_languages(live_server, settings):

@@ -23,7 +23,12 @@ from tests.browser.test_admin_browser import SCREENSHOTS, WIDTH, chromium, fits
 from tests.conversions.test_admin import entries, event, make_order
 from tests.factories import create_tree
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 SHOTS = SCREENSHOTS / "conversions"
 

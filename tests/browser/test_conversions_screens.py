@@ -26,7 +26,12 @@ from stats.devtools.simulate import simulate_events
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import feed
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 SCREENS = Path(os.environ.get("CPS_SCREENS") or Path(settings.RUN_DIR) / "screens")
 PARTNER = "P001"  # a root with two levels under it

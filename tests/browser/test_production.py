@@ -24,7 +24,12 @@ from django.contrib.auth import get_user_model
 from tests.browser.test_admin_browser import chromium
 from tests.conftest import ROOT, free_port, subprocess_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 SCREENSHOTS = Path(django_settings.RUN_DIR) / "screenshots"
 USER = ("operator", "a-long-operator-password")

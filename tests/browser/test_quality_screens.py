@@ -34,7 +34,12 @@ from stats.jobs.reconcile import reconcile
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import create_partner, create_staff
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+# The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.real_clock,
+    pytest.mark.one_pass("mariadb"),
+]
 
 SCREENS = Path(os.environ.get("CPS_SCREENS") or Path(settings.RUN_DIR) / "screens")
 BIG_DAY_BACK = 3

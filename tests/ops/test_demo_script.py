@@ -8,6 +8,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.one_pass("sqlite")  # each test starts a redis-server of its own
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

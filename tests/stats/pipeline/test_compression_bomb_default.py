@@ -14,8 +14,9 @@ from tests.stats.pipeline.test_librdkafka import (
     read_until_idle,
 )
 
-# Both decoders: aiokafka's compiled one and kafka-python's batches.
-pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder")]
+# Both decoders: aiokafka's compiled one and kafka-python's batches. The broker and the decoder alone: no
+# database, no Redis.
+pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder"), pytest.mark.one_pass("sqlite")]
 
 
 def test_a_batch_past_64_mib_is_refused_by_the_default_bound_and_reading_goes_on(

@@ -164,6 +164,7 @@ def codecs_seen(monkeypatch) -> list[int]:
     return seen
 
 
+@pytest.mark.one_pass("sqlite")  # the broker and the decoder: no database, no Redis
 def test_librdkafka_batches_of_every_codec_decode_with_their_keys_and_headers(
     kafka_bootstrap, kafka_topic, decoder, codecs_seen
 ):
@@ -186,6 +187,7 @@ def test_librdkafka_batches_of_every_codec_decode_with_their_keys_and_headers(
     assert set(codecs_seen) == {0, 1, 2, 3, 4}  # none, gzip, snappy, lz4, zstd
 
 
+@pytest.mark.one_pass("sqlite")  # the broker and the decoder: no database, no Redis
 def test_unreadable_batches_are_handed_on_as_gaps_with_their_coordinates_and_reading_goes_on(
     kafka_bootstrap, kafka_topic, decoder, monkeypatch
 ):
@@ -209,6 +211,7 @@ def test_unreadable_batches_are_handed_on_as_gaps_with_their_coordinates_and_rea
     assert gaps[1].raw.endswith(bomb)  # the dead letter keeps the batch as fetched
 
 
+@pytest.mark.one_pass("sqlite")  # the broker and the decoder: no database, no Redis
 def test_the_bomb_check_keeps_one_chunk_of_memory_not_the_whole(kafka_bootstrap):
     """The bound is checked by streaming: 80 MiB of zeros in each codec is refused, whatever the codec."""
     import cramjam
@@ -235,6 +238,7 @@ def test_the_bomb_check_keeps_one_chunk_of_memory_not_the_whole(kafka_bootstrap)
         )  # exactly at the bound: fine
 
 
+@pytest.mark.one_pass("sqlite")  # the broker and the decoder: no database, no Redis
 def test_read_committed_skips_an_aborted_transaction_and_hands_on_the_markers(
     kafka_bootstrap, kafka_topic, decoder
 ):

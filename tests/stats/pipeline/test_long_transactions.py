@@ -23,8 +23,9 @@ from stats.pipeline.group import read_on_from_stored
 from stats.pipeline.record_decoding import CompiledPartitionRecords, decode_records_compiled
 from tests.stats.pipeline.test_librdkafka import decoder, librdkafka, produce, read_until_idle  # noqa: F401
 
-# Both decoders: aiokafka's compiled one and kafka-python's batches.
-pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder")]
+# Both decoders: aiokafka's compiled one and kafka-python's batches. The broker and the decoder alone: no
+# database, no Redis.
+pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("decoder"), pytest.mark.one_pass("sqlite")]
 
 FETCH_BYTES = 64 * 1024
 RECORDS, PER_BATCH, RECORD_BYTES = 400, 20, 1000

@@ -9,7 +9,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stats.pipeline.record_decoding import decode_records_compiled
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.one_pass("sqlite")]  # the broker and the decoder alone
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], *, compression: str | None) -> None:
