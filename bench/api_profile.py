@@ -83,9 +83,8 @@ def main() -> None:
     handler = WSGIHandler()
     plan = [tuple(pair) for pair in json.loads(arguments.plan.read_text())]
     resource = arguments.resource
-    _send(
-        handler, plan, arguments.query, len(plan), resource
-    )  # every partner's caches filled, connections made
+    # A first round: every partner's caches filled, connections made.
+    _send(handler, plan, arguments.query, len(plan), resource)
 
     rounds = []
     for _ in range(3):
