@@ -525,3 +525,24 @@ def active_users_by_key_scan(*, user_type: str, start: dt.date, end: dt.date) ->
                 u for u, bits in zip(chunk, pipe.execute(), strict=True) if month_bits_to_mask(bits) & mask
             )
     return len(active)
+
+
+# --- Replays of a simulated file against a private Redis (counter_cost.py, quality_cost.py) ---------------
+
+
+def redis_cpu_seconds(client) -> float:
+    """The server's CPU so far (``INFO cpu``, user and system): the whole server's, so use a private one."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def parsed_events(path: Path) -> list:
+    """The events of a ``manage.py simulate --to file:`` file as the consumer parses them; dead letters left out."""
+    lineages = PartnerDirectory().lineages()
+    now = timezone.now()
+    events = []
+    with path.open("rb") as lines:
+        for line in lines:
+            with contextlib.suppress(Rejected):
+                events.append(parse_event(line.rstrip(b"\n"), lineages=lineages, now=now))
+    return events

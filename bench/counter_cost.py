@@ -12,7 +12,6 @@ private server, since ``INFO cpu`` is the whole server's. Prints Redis CPU per e
 """
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -25,29 +24,13 @@ import django  # noqa: E402
 
 django.setup()
 
+from common import parsed_events, redis_cpu_seconds  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from django_redis import get_redis_connection  # noqa: E402
 
 from stats.pipeline import registry  # noqa: E402
-from stats.pipeline.batch import PartnerDirectory  # noqa: E402
-from stats.pipeline.events import Event, Rejected, parse_event  # noqa: E402
+from stats.pipeline.events import Event  # noqa: E402
 from stats.pipeline.registry import CounterWrites  # noqa: E402
-
-
-def _cpu(client) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
-def _events(path: Path) -> list[Event]:
-    lineages = PartnerDirectory().lineages()
-    now = timezone.now()
-    events = []
-    with path.open("rb") as lines:
-        for line in lines:
-            with contextlib.suppress(Rejected):  # dead letters count nowhere
-                events.append(parse_event(line.rstrip(b"\n"), lineages=lineages, now=now))
-    return events
 
 
 def _replay(client, events: list[Event], *, batch: int, partitions: int, counters: set[str] | None) -> None:
@@ -80,13 +63,13 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--counter", action="append", help="replay only this registered counter (repeatable)")
     args = parser.parse_args()
-    events = _events(args.events)
+    events = parsed_events(args.events)
     client = get_redis_connection("default")
     client.flushdb()
     client.config_resetstat()
-    before, began = _cpu(client), time.process_time()
+    before, began = redis_cpu_seconds(client), time.process_time()
     _replay(client, events, batch=args.batch, partitions=args.partitions, counters=set(args.counter or ()))
-    spent, python = _cpu(client) - before, time.process_time() - began
+    spent, python = redis_cpu_seconds(client) - before, time.process_time() - began
     n = len(events)
     print(
         f"{n:,} events in batches of {args.batch}: Redis {spent / n * 1e6:.2f} µs/event; "

@@ -13,7 +13,6 @@ versions of the code can be shown to count the same. See ``bench/quality_cost.md
 """
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import os
@@ -29,30 +28,13 @@ import django  # noqa: E402
 
 django.setup()
 
+from common import parsed_events, redis_cpu_seconds  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from django_redis import get_redis_connection  # noqa: E402
 
 from quality import counting  # noqa: E402
 from quality.counting import queue_quality  # noqa: E402
-from stats.pipeline.batch import PartnerDirectory  # noqa: E402
-from stats.pipeline.events import Event, Rejected, parse_event  # noqa: E402
 from stats.pipeline.registry import CounterWrites  # noqa: E402
-
-
-def _cpu(client) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
-def _events(path: Path) -> list[Event]:
-    lineages = PartnerDirectory().lineages()
-    now = timezone.now()
-    events = []
-    with path.open("rb") as lines:
-        for line in lines:
-            with contextlib.suppress(Rejected):  # dead letters count nowhere
-                events.append(parse_event(line.rstrip(b"\n"), lineages=lineages, now=now))
-    return events
 
 
 def _digest(client) -> tuple[str, str, int, int]:
@@ -101,13 +83,13 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=3400, help="events per partition's apply")
     parser.add_argument("--partitions", type=int, default=3)
     args = parser.parse_args()
-    events = _events(args.events)
+    events = parsed_events(args.events)
     client = get_redis_connection("default")
     client.flushdb()
     client.config_resetstat()
     now = timezone.now()
     python = building = 0.0
-    before = _cpu(client)
+    before = redis_cpu_seconds(client)
     # Each partition's share with its offsets, as the consumer reads them (the code before step 3 takes none).
     offsets = {f.name for f in dataclasses.fields(CounterWrites)} >= {"first_offset", "next_offset"}
     read = dict.fromkeys(range(args.partitions), 0)
@@ -126,7 +108,7 @@ def main() -> int:
         pipe.connection_pool.release(connection)
         python += time.process_time() - began
         pipe.execute()
-    spent = _cpu(client) - before
+    spent = redis_cpu_seconds(client) - before
     n = len(events)
     print(f"{n:,} events in batches of {args.batch}: Redis {spent / n * 1e6:.2f} µs/event, ", end="")
     print(f"consumer: queue_quality {building / n * 1e6:.2f}, with packing {python / n * 1e6:.2f} µs/event")

@@ -12,10 +12,10 @@
     {P:views:partitions}             set   the Kafka partitions whose consumers wrote views: the fields a
                                           reader asks for (attribution)
     {P:recorded:{partner id}}:{yyyyMMdd}-{yyyyMMdd}
-                                     string "{watermark}|{path}|{JSON}": a partner's recorded figures of a range (its
-                                          subtree's orders, refunds, commissions and recounted days), as of
-                                          the conversions tables' largest ids; expires after
-                                          RECORDED_FIGURES_TTL seconds (selectors)
+                                     string "{watermark}|{path}|{JSON}": a partner's recorded figures of a
+                                          range (its subtree's orders, refunds, commissions and recounted
+                                          days), as of the conversions tables' largest ids and the partner's
+                                          path; expires after RECORDED_FIGURES_TTL seconds (selectors)
 """
 
 from django.conf import settings

@@ -71,30 +71,30 @@ def conversion_rate(buyers: int, uv: int) -> Decimal | None:
     return (Decimal(buyers) / Decimal(uv)).quantize(RATE_PLACES, rounding=ROUND_HALF_UP)
 
 
-def in_subtree(partner: Partner, field: str = "path") -> Q:
-    """``field`` (a stored path) starts with ``partner``'s path, as a range an index on ``field`` can read.
-
-    A path is ids and slashes ending in "/", and "0" follows "/" (in SQLite's binary order and MariaDB's utf8mb4
-    collations alike): the paths from "/1/" up to "/10" are those starting with "/1/". Django's ``startswith`` is ``LIKE BINARY`` on MariaDB, which reads no index of a column
-    of a case-insensitive collation: it scanned every order of the range's days, of all partners.
-    """
+def _subtree_bounds(partner: Partner) -> tuple[str, str]:
+    """The paths that start with ``partner``'s, as a range: a path is ids and slashes ending in "/", and "0"
+    follows "/" (in SQLite's binary order and MariaDB's utf8mb4 collations alike), so the paths from "/1/" up to
+    "/10" are those starting with "/1/"."""
     prefix = partner.path
-    if not prefix.endswith("/"):  # not a path this reasoning holds for (an unsaved partner's "")
-        return Q(**{f"{field}__startswith": prefix})
-    return Q(**{f"{field}__gte": prefix, f"{field}__lt": prefix[:-1] + "0"})
+    if not prefix.endswith("/"):
+        raise ValueError(f"partner {partner.code!r} has no path (unsaved?)")
+    return prefix, prefix[:-1] + "0"
+
+
+def in_subtree(partner: Partner, field: str = "path") -> Q:
+    """``field`` (a stored path) starts with ``partner``'s path, as a range an index on ``field`` can read
+    (``_subtree_bounds``). Django's ``startswith`` is ``LIKE BINARY`` on MariaDB, which reads no index of a
+    column of a case-insensitive collation: it scanned every order of the range's days, of all partners.
+    """
+    if not partner.path.endswith("/"):  # not a path the range holds for (an unsaved partner's "")
+        return Q(**{f"{field}__startswith": partner.path})
+    low, high = _subtree_bounds(partner)
+    return Q(**{f"{field}__gte": low, f"{field}__lt": high})
 
 
 def subtree_orders(partner: Partner) -> QuerySet[Order]:
     """The orders of ``partner``'s subtree as it was when each order was attributed."""
     return Order.objects.filter(in_subtree(partner))
-
-
-def _subtree_bounds(partner: Partner) -> tuple[str, str]:
-    """``in_subtree``'s range of paths, for the raw queries: every partner that has figures has a path."""
-    prefix = partner.path
-    if not prefix.endswith("/"):
-        raise ValueError(f"partner {partner.code!r} has no path (unsaved?)")
-    return prefix, prefix[:-1] + "0"
 
 
 class _OrderDay(NamedTuple):
