@@ -8,11 +8,13 @@ import logging
 import time
 from typing import NamedTuple
 
+from django.conf import settings
 from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
-from stats.pipeline.group import REQUEST_TIMEOUT_MS
+from stats.pipeline.group import CLOSE_TIMEOUT_MS, REQUEST_TIMEOUT_MS
 from stats.pipeline.offsets import stored_offsets
+from stats.pipeline.record_decoding import decode_records_compiled
 
 logger = logging.getLogger("stats.pipeline.consumer")  # the consumer's lines keep one logger name
 
@@ -61,17 +63,49 @@ def undrained_partitions(consumer: KafkaConsumer, *, group: str, topic: str) -> 
         return {-1: Behind(0, 0)}  # no metadata yet: nothing is known to be drained
     ends = consumer.end_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
     starts = consumer.beginning_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
-    # tansu (the tests' broker) answers a ListOffsets for the end with the last record batch's base offset + 1:
-    # where this consumer fetched, the fetch's high watermark is the true end.
+    stored = stored_offsets(group=group, source=topic)
+    counted = {tp: max(stored.get(tp.partition, 0), starts[tp]) for tp in tps}
+    # tansu (the tests' broker) answers a ListOffsets for the end with the last record batch's base offset + 1,
+    # short of the true end: the high watermark of a fetch is the true end, this consumer's own where it holds
+    # the partition. The partitions it does not hold are fetched by a probe, and only once all else looks
+    # drained: probing every second (0.6 s a probe, before fetch_max_wait_ms was cut) while the consumer waited
+    # for a dead member's partitions held its join up for over a minute in the crash tests.
     assigned = consumer.assignment()
     ends = {tp: max(end, consumer.highwater(tp) or 0) if tp in assigned else end for tp, end in ends.items()}
-    stored = stored_offsets(group=group, source=topic)
-    counted = {tp.partition: max(stored.get(tp.partition, 0), starts[tp]) for tp in tps}
-    return {
-        tp.partition: Behind(counted[tp.partition], ends[tp])
-        for tp in tps
-        if counted[tp.partition] < ends[tp]
-    }
+    behind = {tp.partition: Behind(counted[tp], ends[tp]) for tp in tps if counted[tp] < ends[tp]}
+    unheld = {tp: counted[tp] for tp in tps if tp not in assigned}
+    if behind or not unheld:
+        return behind
+    fetched = fetched_ends(unheld)
+    return {tp.partition: Behind(counted[tp], fetched[tp]) for tp in unheld if counted[tp] < fetched[tp]}
+
+
+def fetched_ends(positions: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """The high watermark a fetch from ``positions`` reports for each partition, read by a consumer outside
+    any group (it joins nothing and commits nothing); raises ``KafkaTimeoutError`` if a fetch does not answer."""
+    probe = KafkaConsumer(
+        bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        fetch_max_wait_ms=100,  # an empty fetch answers after this long: the end is all it asks for
+        isolation_level="read_committed",
+        allow_auto_create_topics=False,
+    )
+    try:
+        decode_records_compiled(probe)  # the records a fetch brings back may use any codec a producer chose
+        probe.assign(list(positions))
+        for tp, offset in positions.items():
+            probe.seek(tp, offset)
+        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
+        while time.monotonic() < deadline:
+            probe.poll(timeout_ms=200, max_records=1)
+            highwaters = {tp: probe.highwater(tp) for tp in positions}
+            if None not in highwaters.values():
+                return highwaters
+        raise KafkaTimeoutError(f"no fetch of {sorted(tp.partition for tp in positions)} answered")
+    finally:
+        probe.close(timeout_ms=CLOSE_TIMEOUT_MS)
 
 
 class DrainWatch:

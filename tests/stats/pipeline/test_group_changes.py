@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer
+from django_redis import get_redis_connection
+from kafka import KafkaConsumer, TopicPartition
 
 from stats.jobs.flush import flush
 from stats.pipeline.ingest import stored_offsets
+from stats.pipeline.offsets import store_if_absent
 from stats.read import pipeline_status
 from tests.conftest import KAFKA_SESSION_TIMEOUT_MS, ROOT, subprocess_env
 from tests.factories import create_tree
@@ -152,3 +154,46 @@ def test_a_join_that_cannot_complete_is_logged_bounded_and_stopped_by_sigterm(ka
         assert pipeline_status.consumers_without_partitions() == {}  # it took its report with it
     finally:
         silent.close(timeout_ms=2000)
+
+
+DEAD_MEMBER = """
+import sys, time
+from kafka import KafkaConsumer
+member = KafkaConsumer(
+    sys.argv[3], bootstrap_servers=sys.argv[1], group_id=sys.argv[2], session_timeout_ms=int(sys.argv[4]),
+    heartbeat_interval_ms=1000, enable_auto_commit=False,
+)
+while not member.assignment():
+    member.poll(timeout_ms=200)
+print("assigned", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_consumer_still_joining_waits_for_records_past_the_broker_end_offsets(kafka_settings, tmp_path):
+    """Counted up to where tansu's ListOffsets puts the ends, while a dead member holds every partition:
+    ``--exit-when-idle`` waits out the join and counts the rest (it once exited with them uncounted)."""
+    create_tree()
+    values, _truth, _day = produce_day(events=600, users=50, seed=6, bad_share=0)
+    topic, group = kafka_settings.KAFKA_TOPIC, kafka_settings.KAFKA_GROUP_ID
+    listed = KafkaConsumer(bootstrap_servers=kafka_settings.KAFKA_BOOTSTRAP_SERVERS)
+    try:
+        short_ends = listed.end_offsets([TopicPartition(topic, p) for p in range(3)])
+    finally:
+        listed.close()
+    assert sum(short_ends.values()) < len(values)  # the producer's batches hold many records
+    redis = get_redis_connection("default")
+    for tp, end in short_ends.items():
+        store_if_absent(redis, group=group, source=topic, partition=tp.partition, offset=end)
+    args = [kafka_settings.KAFKA_BOOTSTRAP_SERVERS, group, topic, str(KAFKA_SESSION_TIMEOUT_MS)]
+    dead = subprocess.Popen([sys.executable, "-c", DEAD_MEMBER, *args], stdout=subprocess.PIPE, text=True)
+    assert dead.stdout is not None and dead.stdout.readline().strip() == "assigned"
+    dead.send_signal(signal.SIGKILL)
+    dead.wait()
+
+    last, log = start(kafka_settings, tmp_path, "last", "--exit-when-idle", "2")
+    out = finished(last, log, seconds=120)
+    assert last.returncode == 0, out[-3000:]
+    assert re.search(r"topic \S+ is not drained: partition \d+ \d+/\d+", out), out[-3000:]
+    assert reported_count(summary(out)) == len(values) - sum(short_ends.values())
+    assert counted_in_redis(kafka_settings) == len(values)
