@@ -62,13 +62,24 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=9500, help="events per partition's apply")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--counter", action="append", help="replay only this registered counter (repeatable)")
+    parser.add_argument(
+        "--after",
+        type=Path,
+        help="replay this file first, unmeasured: the counters' keys then exist, as under a consumer that has run "
+        "for a while (the events file should continue it in time)",
+    )
     args = parser.parse_args()
     events = parsed_events(args.events)
     client = get_redis_connection("default")
     client.flushdb()
+    counters = set(args.counter or ())
+    if args.after:
+        _replay(
+            client, parsed_events(args.after), batch=args.batch, partitions=args.partitions, counters=counters
+        )
     client.config_resetstat()
     before, began = redis_cpu_seconds(client), time.process_time()
-    _replay(client, events, batch=args.batch, partitions=args.partitions, counters=set(args.counter or ()))
+    _replay(client, events, batch=args.batch, partitions=args.partitions, counters=counters)
     spent, python = redis_cpu_seconds(client) - before, time.process_time() - began
     n = len(events)
     print(

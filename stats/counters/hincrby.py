@@ -28,16 +28,18 @@ def queue_hincrby_many(
     index: str,
     members: Sequence[str],
     index_ttl: int,
+    renew_after: int,
 ) -> None:
     """Queue ``HINCRBY hashes[k - 1] field amount`` for each row ``(k, field, amount)`` of ``triples``.
 
-    Amounts are positive. A hash in which an increment creates a field gets (again) its safety TTL
-    ``ttls[k - 1]``, far beyond the job that consumes it, and its entry ``members[k - 1]`` (score 0) in the
-    sorted set ``index``, where the cleaner finds it; so does a hash the increments create. A hash whose
-    increments only add to fields it has keeps its TTL: the series' fields are samples, and a hash that is
-    written to gains a sample every precision, well inside its TTL. Doing it for every hash on every call was
-    most of Redis' work for the series: per partition and batch, two calls for each of ~1,000 counters at each
-    of 7 precisions. Integer fields are stored as their decimal digits, as HINCRBY would.
+    Amounts are positive. A hash the increments create gets its safety TTL ``ttls[k - 1]``, far beyond the job
+    that consumes it, and its entry ``members[k - 1]`` (score 0) in the sorted set ``index``, where the cleaner
+    finds it. Both are renewed when an increment creates a field in a hash whose TTL has run down by more than
+    ``renew_after`` seconds: the series' fields are samples, so a hash that is written to gains one every
+    precision, and so keeps at least ``ttl - renew_after`` seconds to live. Renewing them for every hash on
+    every call was most of Redis' work for the series (per partition and batch, two calls for each of ~1,000
+    counters at each of 7 precisions); renewing them on every new field was still two writes for nearly every
+    hash of every batch. Integer fields are stored as their decimal digits, as HINCRBY would.
     """
     args = [
         orjson.dumps(list(ttls)),
@@ -46,5 +48,6 @@ def queue_hincrby_many(
         ),
         orjson.dumps(list(members)),
         index_ttl,
+        renew_after,
     ]
     _HINCRBY_MANY.queue(pipe, keys=[*hashes, index], args=args)

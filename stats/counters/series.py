@@ -91,6 +91,7 @@ def queue_series(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetim
             index=keys.series_known(partition),
             members=[keys.series_member(precision, c) for c in counters],
             index_ttl=keys.LONG_TTL,
+            renew_after=keys.DAY,
         )
 
 
