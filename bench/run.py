@@ -8,6 +8,7 @@ Exit status 0 when every figure was measured (whether or not it meets its target
 import argparse
 import dataclasses
 import datetime as dt
+import importlib.util
 import json
 import logging
 import os
@@ -235,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown groups {sorted(unknown)}; choose from {', '.join(GROUPS)}")
     if args.profile:
+        if importlib.util.find_spec("pyinstrument") is None:  # a tool for measuring only: not in requirements
+            parser.error("--profile needs pyinstrument: .venv/bin/pip install pyinstrument")
         args.profile.mkdir(parents=True, exist_ok=True)
         args.profile = args.profile.resolve()
     _configure_logging()
