@@ -163,9 +163,10 @@ member = KafkaConsumer(
     sys.argv[3], bootstrap_servers=sys.argv[1], group_id=sys.argv[2], session_timeout_ms=int(sys.argv[4]),
     heartbeat_interval_ms=1000, enable_auto_commit=False,
 )
-while not member.assignment():
+deadline = time.monotonic() + 60
+while not member.assignment() and time.monotonic() < deadline:
     member.poll(timeout_ms=200)
-print("assigned", flush=True)
+print("assigned" if member.assignment() else "no assignment in 60 s", flush=True)
 time.sleep(600)
 """
 
