@@ -32,8 +32,10 @@ DEFAULTS = {
     # larger batches send fewer Redis operations per event: 10,000 took half the CPU per event of 2,000, and
     # 32,000 against 16,000 (three A/B rounds of bench/run.py) 17 % less of the consumer's CPU per event and
     # 22 % less of Redis', for more peak RSS: 262 MB against 235 over the bench's 1,010,000-event topic, 279-328
-    # against 235-254 over librdkafka's compressed ones. The consumer holds up to three batches (one counted,
-    # one waiting its turn, the next being parsed): its peak RSS is a row of bench/README.md.
+    # against 235-254 over librdkafka's compressed ones. Against the test broker a poll is one fetch of a
+    # partition (~19,000 records): the gain was whole fetches, not polls of 16,000 and 3,000 (a cap just above a
+    # fetch should do the same there; not measured). The consumer holds up to three batches (one counted, one
+    # waiting its turn, the next being parsed): its peak RSS is a row of bench/README.md.
     "CONSUMER_BATCH_SIZE": 32_000,
     "PARTNER_CACHE_SECONDS": 30,
     # Raw events are kept this long: at least the maximum lateness plus a reconcile window.

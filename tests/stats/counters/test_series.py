@@ -210,27 +210,24 @@ def test_a_counter_the_cleaner_forgot_is_indexed_again_with_its_ttl_when_it_coun
         assert 0 < redis_client.ttl(keys.series_hash(0, 60, counter)) <= 60 * 10 + 86400
 
 
-def test_a_new_sample_renews_the_safety_ttl_of_its_hash(settings, redis_client):
+def ttl_after_a_new_sample(settings, redis_client, *, ttl_left: int) -> int:
+    """B's 1-minute hash (safety TTL 600 s + a day) with ``ttl_left`` seconds to live gains a sample: its TTL after."""
     settings.CPS_STATS = {**settings.CPS_STATS, "SERIES_RETENTION": {60: 10}}
     create_tree()
     start = at("2026-11-21 08:00")
     feed([pv_event(start, "B")], now=start)
     hash_key = keys.series_hash(0, 60, partner_counter("B"))
-    redis_client.expire(hash_key, 100)
+    redis_client.expire(hash_key, ttl_left)
     next_minute = start + dt.timedelta(minutes=1)
     feed([pv_event(next_minute, "B")], now=next_minute)
-    assert redis_client.ttl(hash_key) > 100
+    return redis_client.ttl(hash_key)
+
+
+def test_a_new_sample_renews_the_safety_ttl_of_its_hash(settings, redis_client):
+    assert ttl_after_a_new_sample(settings, redis_client, ttl_left=100) > 100
 
 
 def test_a_new_sample_leaves_a_hash_with_most_of_its_ttl_alone(settings, redis_client):
     """Renewing on every new sample was two writes for nearly every hash of every batch (issue 35)."""
-    settings.CPS_STATS = {**settings.CPS_STATS, "SERIES_RETENTION": {60: 10}}
-    create_tree()
-    start = at("2026-11-21 08:00")
-    feed([pv_event(start, "B")], now=start)
-    hash_key = keys.series_hash(0, 60, partner_counter("B"))
-    # Its safety TTL is 600 s + a day: run down by less than a day.
-    redis_client.expire(hash_key, 60 * 10 + 1000)
-    next_minute = start + dt.timedelta(minutes=1)
-    feed([pv_event(next_minute, "B")], now=next_minute)
-    assert 0 < redis_client.ttl(hash_key) <= 60 * 10 + 1000
+    # Run down by less than a day.
+    assert 0 < ttl_after_a_new_sample(settings, redis_client, ttl_left=60 * 10 + 1000) <= 60 * 10 + 1000
