@@ -9,10 +9,24 @@ private server, since ``INFO cpu`` is the whole server's. Prints Redis CPU per e
 
     .venv/bin/python manage.py simulate --events 300000 --users 100000 --rate 3600 --seed 7 --to file:EV
     REDIS_URL=redis://127.0.0.1:6391/0 DATABASE_URL=... .venv/bin/python bench/counter_cost.py EV --batch 9500
+
+``INFO cpu`` moves by 10-30 % between identical runs on a shared machine, more than most single steps change.
+``--callgrind PID`` counts the instructions Redis executes instead, the same to 0.1 % run after run: start the
+server under valgrind with instrumentation off, and the replay turns it on for the measured part only (it is
+about 50 times slower; give the client a long ``socket_timeout``)::
+
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p.out \
+        redis-server --port 6392 --save '' --appendonly no --hll-sparse-max-bytes 1000 &
+    REDIS_URL='redis://127.0.0.1:6392/0?socket_timeout=900' ... bench/counter_cost.py EV --after EARLIER \
+        --batch 19000 --callgrind "$(pgrep -f 'callgrind.*6392')"
+
+``callgrind_annotate`` on the file it names shows where they go.
 """
 
 import argparse
+import glob
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,6 +70,22 @@ def _replay(client, events: list[Event], *, batch: int, partitions: int, counter
         pipe.execute()
 
 
+def _callgrind(pid: str, *command: str) -> None:
+    subprocess.run(["callgrind_control", *command, pid], check=True, capture_output=True)
+
+
+def _callgrind_total(pid: str) -> tuple[int, str]:
+    """Dump the server's counts; return their total and the file they went to."""
+    before = set(glob.glob(f"/tmp/cg.{pid}.out*"))
+    _callgrind(pid, "--dump")
+    while not (dumped := set(glob.glob(f"/tmp/cg.{pid}.out*")) - before):
+        time.sleep(0.2)
+    profile = dumped.pop()
+    annotated = subprocess.run(["callgrind_annotate", profile], capture_output=True, text=True, check=True)
+    total = next(line for line in annotated.stdout.splitlines() if "PROGRAM TOTALS" in line)
+    return int(total.split()[0].replace(",", "")), profile
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("events", type=Path)
@@ -68,6 +98,11 @@ def main() -> int:
         help="replay this file first, unmeasured: the counters' keys then exist, as under a consumer that has run "
         "for a while (the events file should continue it in time)",
     )
+    parser.add_argument(
+        "--callgrind",
+        metavar="PID",
+        help="the Redis of REDIS_URL runs under valgrind's callgrind (this process id): count its instructions",
+    )
     args = parser.parse_args()
     events = parsed_events(args.events)
     client = get_redis_connection("default")
@@ -78,6 +113,9 @@ def main() -> int:
             client, parsed_events(args.after), batch=args.batch, partitions=args.partitions, counters=counters
         )
     client.config_resetstat()
+    if args.callgrind:
+        _callgrind(args.callgrind, "-z")  # what the server did before (the --after replay) is not counted
+        _callgrind(args.callgrind, "--instr=on")
     before, began = redis_cpu_seconds(client), time.process_time()
     _replay(client, events, batch=args.batch, partitions=args.partitions, counters=counters)
     spent, python = redis_cpu_seconds(client) - before, time.process_time() - began
@@ -86,6 +124,10 @@ def main() -> int:
         f"{n:,} events in batches of {args.batch}: Redis {spent / n * 1e6:.2f} µs/event; "
         f"replay (build, pack, wait) {python / n * 1e6:.2f} µs/event"
     )
+    if args.callgrind:
+        _callgrind(args.callgrind, "--instr=off")
+        instructions, profile = _callgrind_total(args.callgrind)
+        print(f"Redis executed {instructions:,} instructions: {instructions / n:,.0f} an event ({profile})")
     for name, stats in sorted(client.info("commandstats").items()):
         if name not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushdb"):
             calls, usec = stats["calls"], stats["usec"]

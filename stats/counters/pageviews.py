@@ -17,8 +17,6 @@ from functools import partial
 from itertools import starmap
 from typing import NamedTuple, cast
 
-import orjson
-
 from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import floor_local
 from partners.selectors import Lineage
@@ -122,15 +120,15 @@ def queue_page_views(writes: CounterWrites, tally: PageViewTally, *, now: dt.dat
     items = list(buckets.items())
     for first in range(0, len(items), BUCKETS_PER_CALL):
         bucket_keys: list[str] = []
-        numbers: list[int] = []
+        numbers: list[str] = []
         for (code, start), added in items[first : first + BUCKETS_PER_CALL]:
             stamp = clock.stamp_minute(start)
             bucket_keys.append(keys.pv_bucket(partition, code, stamp))
-            numbers += (int(stamp), added.tree, added.own, added.bot)
+            numbers.append(f"{stamp} {added.tree} {added.own} {added.bot}")
         _ADD.queue(
             writes.fenced,
             keys=[*bucket_keys, keys.pv_index(partition)],
-            args=[generation, ttl, orjson.dumps(numbers)],
+            args=[generation, ttl, " ".join(numbers)],
         )
 
 

@@ -4,8 +4,12 @@
 -- strings (Lua would turn each number back into text for redis.call) and need no JSON decoding.
 local index, ttl = KEYS[1], ARGV[1]
 local added = 0
+-- A slot number repeats for each of its partners: its key is looked up once (tonumber is a strtod).
+local key_of = {}
 for number, code, amount in string.gmatch(ARGV[3], '(%S+) (%S+) (%S+)') do
-  redis.call('HINCRBY', KEYS[1 + tonumber(number)], code, amount)
+  local key = key_of[number]
+  if not key then key = KEYS[1 + tonumber(number)]; key_of[number] = key end
+  redis.call('HINCRBY', key, code, amount)
   added = added + 1
 end
 -- After the increments: EXPIRE does nothing to a slot that does not exist yet.

@@ -87,7 +87,7 @@ def queue_series(writes: CounterWrites, tally: PageViewTally, *, now: dt.datetim
             writes.fenced,
             [keys.series_hash(partition, precision, c) for c in counters],
             triples,
-            ttls=[keys.series_ttl(precision, kept)] * len(counters),
+            ttl=keys.series_ttl(precision, kept),
             index=keys.series_known(partition),
             members=[keys.series_member(precision, c) for c in counters],
             index_ttl=keys.LONG_TTL,
