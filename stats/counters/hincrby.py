@@ -4,8 +4,8 @@ A batch touches tens of thousands of (hash, field) pairs; the 1-second and 5-sec
 one pair per event and counter. Sent as HINCRBYs, packing and parsing them cost more than Redis spends on
 them; sent as script arguments, redis-py still encodes each one in Python. So the increments travel as one
 argument, a space-separated string the script walks with ``string.gmatch``: a JSON of numbers cost Redis a
-strtod for each number and a printf (``%.17g``) to turn it back into text for HINCRBY, 15 % of the series'
-instructions (``bench/README.md``, the Redis cost rows). They go inside the same MULTI/EXEC as the offset,
+strtod for each number and a printf (``%.17g``) to turn it back into text for HINCRBY: taking text cut the
+series' Redis instructions by a fifth (``bench/README.md``, the Redis cost rows). They go inside the same MULTI/EXEC as the offset,
 with every key declared (and sharing the partition's hash tag) so it runs on Redis Cluster too.
 """
 
