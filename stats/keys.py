@@ -25,7 +25,9 @@ PV and UV (first design document)::
     {P:pN}:pv:{code}:{yyyyMMddHHmm}      hash   the partner's 5-minute bucket: subtree, own and bot counts, and
                                                 the batch that created the key (counters.pageviews)
     {P:pN}:pv:index                      zset   bucket keys, score yyyyMMddHHmm (what flush walks)
-    {P:pN}:uv:{code}:{yyyyMMdd}:{scope}  HLL    openids of the day; scope "self" or "tree" (counters.uniques)
+    {P:pN}:uv:{code}:{yyyyMMdd}:{scope}  HLL    openids of the day; scope "self" (its own views) or "below"
+                                                (its descendants'), "tree" as an earlier version wrote it
+                                                (counters.uniques)
     {P:pN}:uv:index:{yyyyMMdd}           set    the UV keys of that day
     {P:pN}:uv:days                       zset   days that have UV keys, score yyyyMMdd
 

@@ -1,7 +1,10 @@
 """Day UV HyperLogLogs (first design document): the one module that knows their keys.
 
-Per Kafka partition, partner, business day and scope (``self``: its own visitors, ``tree``: its subtree's) one
-HyperLogLog (``keys.uv_day``), indexed per partition and day. The consumer adds a batch's visitors in its
+Per Kafka partition, partner, business day and scope one HyperLogLog (``keys.uv_day``), indexed per partition
+and day: ``self``, the visitors of the partner's own views; ``below``, those of its descendants' views. A
+partner's subtree UV (scope ``tree``) is the union of the two, made when it is read or flushed: a view is added
+to its own partner's ``self`` and to each ancestor's ``below``, one HyperLogLog fewer than the ``tree`` of every
+partner of its chain that an earlier version wrote (and that is still read, and flushed into the same row). The consumer adds a batch's visitors in its
 partition's MULTI/EXEC (``queue_uniques``); a partner-day's UV is the union over the partitions. Unions across
 slots are made where Redis allows them: the bytes of each HyperLogLog (a plain string) are copied into scratch
 keys sharing one hash tag and merged there (``union_counts``). Flush reads them (``read_day_hlls``) and
@@ -24,6 +27,7 @@ from stats.pipeline.partitions import known_partitions
 from stats.pipeline.registry import CounterWrites, RedisClient
 
 SELF, TREE = "self", "tree"
+BELOW = "below"  # stored only: a subtree's UV is read as the union of SELF and BELOW (and an earlier TREE)
 
 _ADD = LuaScript(__file__, "uniques_add.lua")
 _DELETE_IF_UNCHANGED = LuaScript(__file__, "uniques_delete_if_unchanged.lua")
@@ -42,19 +46,19 @@ class UvDay(NamedTuple):
 
     code: str
     day_stamp: str  # yyyyMMdd
-    scope: str  # SELF or TREE
+    scope: str  # SELF or TREE when read; SELF, BELOW or (an earlier version's) TREE when stored
 
 
 def queue_uniques(writes: CounterWrites, tally: PageViewTally) -> None:
     """Queue the PFADDs of ``tally``'s visitors on ``writes.fenced``: each for its own partner (``self``) and
-    for the partner and every ancestor (``tree``)."""
+    for every ancestor (``below``)."""
     visitors: defaultdict[UvDay, set[str]] = defaultdict(set)
     no_partner = (keys.NO_PARTNER,)
     for (lineage, day), openids in tally.visitors.items():
         chain = lineage.codes if lineage else no_partner
         visitors[UvDay(chain[-1], day, SELF)].update(openids)
-        for code in chain:
-            visitors[UvDay(code, day, TREE)].update(openids)
+        for code in chain[:-1]:
+            visitors[UvDay(code, day, BELOW)].update(openids)
     if not visitors:
         return
     partition, pipe = writes.partition, writes.fenced
@@ -92,18 +96,37 @@ def merged_counts(client: RedisClient, unions: Sequence[Sequence[Blob | None]]) 
     return [(merged or b"", count) for merged, count in pipe.execute()] if unions else []
 
 
+def stored_as(name: UvDay) -> tuple[UvDay, ...]:
+    """The stored HyperLogLogs whose union is ``name``'s UV (see the module's docstring)."""
+    if name.scope == TREE:
+        return (name._replace(scope=SELF), name._replace(scope=BELOW), name)
+    return (name,)
+
+
+def read_as(stored: UvDay) -> tuple[UvDay, ...]:
+    """The UVs (SELF, TREE) a stored HyperLogLog is part of: the inverse of ``stored_as``."""
+    if stored.scope == SELF:
+        return (stored, stored._replace(scope=TREE))
+    if stored.scope == BELOW:
+        return (stored._replace(scope=TREE),)
+    return (stored,)
+
+
 def _read_blobs(
     client: RedisClient, names: list[UvDay], partitions: list[int] | None
 ) -> dict[UvDay, list[bytes]]:
-    """The bytes of every partition's HyperLogLog of each of ``names``, in one round trip."""
+    """The bytes of every partition's HyperLogLogs that make up each of ``names``, in one round trip."""
     if partitions is None:
         partitions = known_partitions(client) if names else []
     pipe = client.pipeline(transaction=False)
     for name in names:
-        for partition in partitions:
-            pipe.get(keys.uv_day(partition, *name))
+        for stored in stored_as(name):
+            for partition in partitions:
+                pipe.get(keys.uv_day(partition, *stored))
     replies = iter(pipe.execute() if names and partitions else [])
-    return {name: [blob for _ in partitions if (blob := next(replies))] for name in names}
+    return {
+        name: [blob for _ in stored_as(name) for _ in partitions if (blob := next(replies))] for name in names
+    }
 
 
 def union_counts(

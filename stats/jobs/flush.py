@@ -94,7 +94,8 @@ def _merge_hlls(client: RedisClient, reads: list[uniques.HllRead], ids: dict[str
     """Merge every partner-day's HyperLogLogs in Redis (one per partition) with the one stored for its day."""
     by_name: dict[uniques.UvDay, list[bytes]] = defaultdict(list)
     for read in reads:
-        by_name[read.name].append(read.current)
+        for name in uniques.read_as(read.name):  # a partner's own visitors are in its subtree's too
+            by_name[name].append(read.current)
     days = {name: parse_stamp_day(name.day_stamp) for name in by_name}
     stored = _stored_hlls(set(days.values()))
     names = list(by_name)
