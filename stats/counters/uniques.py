@@ -4,11 +4,11 @@ Per Kafka partition, partner, business day and scope one HyperLogLog (``keys.uv_
 and day: ``self``, the visitors of the partner's own views; ``below``, those of its descendants' views. A
 partner's subtree UV (scope ``tree``) is the union of the two, made when it is read or flushed: a view is added
 to its own partner's ``self`` and to each ancestor's ``below``, one HyperLogLog fewer than the ``tree`` of every
-partner of its chain that an earlier version wrote (and that is still read, and flushed into the same row). The consumer adds a batch's visitors in its
-partition's MULTI/EXEC (``queue_uniques``); a partner-day's UV is the union over the partitions. Unions across
-slots are made where Redis allows them: the bytes of each HyperLogLog (a plain string) are copied into scratch
-keys sharing one hash tag and merged there (``union_counts``). Flush reads them (``read_day_hlls``) and
-deletes what it flushed (``delete_unchanged``).
+partner of its chain that an earlier version wrote (still read, and flushed into the same row). The consumer
+adds a batch's visitors in its partition's MULTI/EXEC (``queue_uniques``); a partner-day's UV is the union over
+the partitions. Unions across slots are made where Redis allows them: the bytes of each HyperLogLog (a plain
+string) are copied into scratch keys sharing one hash tag and merged there (``union_counts``). Flush reads them
+(``read_day_hlls``) and deletes what it flushed (``delete_unchanged``).
 """
 
 import uuid
