@@ -3,9 +3,11 @@
 import datetime as dt
 import random
 
+import numpy as np
 import pytest
 
 from stats import keys
+from stats.counters.hincrby import queue_hincrby_many
 from stats.counters.series import ALL_TRAFFIC, clean_series, partner_counter, read_series
 from tests.factories import SHANGHAI, at, create_tree, feed, pv_event
 
@@ -231,3 +233,27 @@ def test_a_new_sample_leaves_a_hash_with_most_of_its_ttl_alone(settings, redis_c
     """Renewing on every new sample was two writes for nearly every hash of every batch (issue 35)."""
     # Run down by less than a day.
     assert 0 < ttl_after_a_new_sample(settings, redis_client, ttl_left=60 * 10 + 1000) <= 60 * 10 + 1000
+
+
+def test_many_increments_reach_their_hash_and_field_whatever_the_field_width_and_amount(redis_client):
+    """``hincrby_many.lua`` reads the increments as bytes and each call's fields at one width: fields of several
+    widths, a hash numbered past 255 and an amount past 65,535 each land where they were sent."""
+    hashes = [f"{keys.prefix()}:test-hincrby:{n}" for n in range(1, 301)]
+    triples = np.array(
+        [(1, 7, 1), (1, 42, 2), (1, 1780000000, 3), (300, 1780000000, 70_000), (1, 7, 4)], dtype=np.int64
+    )
+    pipe = redis_client.pipeline(transaction=True)
+    queue_hincrby_many(
+        pipe,
+        hashes,
+        triples,
+        ttl=1000,
+        index=f"{keys.prefix()}:test-hincrby:index",
+        members=[f"member-{n}" for n in range(1, 301)],
+        index_ttl=2000,
+        renew_after=100,
+    )
+    pipe.execute()
+    assert redis_client.hgetall(hashes[0]) == {b"7": b"5", b"42": b"2", b"1780000000": b"3"}
+    assert redis_client.hgetall(hashes[299]) == {b"1780000000": b"70000"}
+    assert redis_client.zrange(f"{keys.prefix()}:test-hincrby:index", 0, -1) == [b"member-1", b"member-300"]
