@@ -10,6 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+# The counter scripts turn a hash they grow past this many fields into a hashtable. Redis keeps a hash of up to
+# hash-max-listpack-entries fields (512 by default) as a listpack, searched from its start by every HINCRBY,
+# and a batch increments the newest field, at its end: in a consumer that had run for a quarter of an hour, the
+# series' listpack searches were 63 % of its Redis instructions. Hashes that keep samples for hours pass 512
+# fields and become hashtables anyway; below this many, a listpack search costs less than a hashtable lookup
+# (bench/redis_cost.md). A script sets a field whose value is longer than hash-max-listpack-value (64 bytes by
+# default; the scripts set 4 KB), which converts the hash, and delete it in the same call:
+# Redis never turns a hashtable back, and no reader sees the field.
+HASHTABLE_PAST_FIELDS = 64
+
 
 class CommandTarget(Protocol):
     """A Redis client or pipeline, or anything else with redis-py's ``execute_command``."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import orjson
 
-from cpsproject.common.lua import LuaScript
+from cpsproject.common.lua import HASHTABLE_PAST_FIELDS, LuaScript
 from stats.pipeline.registry import CommandQueue
 
 _HINCRBY_MANY = LuaScript(__file__, "hincrby_many.lua")
@@ -44,7 +44,8 @@ def queue_hincrby_many(
     precision, and so keeps at least ``ttl - renew_after`` seconds to live. Renewing them for every hash on
     every call was most of Redis' work for the series (per partition and batch, two calls for each of ~1,000
     counters at each of 7 precisions); renewing them on every new field was still two writes for nearly every
-    hash of every batch. Integer fields are stored as their decimal digits, as HINCRBY would.
+    hash of every batch. A hash a call grows past ``HASHTABLE_PAST_FIELDS`` fields is made a hashtable
+    (``cpsproject.common.lua``). Integer fields are stored as their decimal digits, as HINCRBY would.
     """
     triples = np.asarray(triples, dtype=np.int64)
     if len(triples) and (triples[:, 2].max() >= 2**32 or triples[:, 1].min() < 0):
@@ -63,5 +64,6 @@ def queue_hincrby_many(
             rows[:, [0, 2]].astype(">u4").tobytes(),
             digits.astype(np.uint8).tobytes(),
             member_list,
+            HASHTABLE_PAST_FIELDS,
         ]
         _HINCRBY_MANY.queue(pipe, keys=[*hashes, index], args=args)
