@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from cpsproject.common.lua import LuaScript
+from cpsproject.common.lua import HASHTABLE_PAST_FIELDS, LuaScript
 from cpsproject.common.timeutil import BatchClock
 from quality import keys
 from quality.conf import quality_setting
@@ -185,7 +185,7 @@ def queue_quality(writes: CounterWrites, events: Sequence[Event], *, now: dt.dat
         return
     tag = writes.tag
     day_keys: list[str] = []
-    arguments: list[str | int] = [str(keys.DAY_TTL)]
+    arguments: list[str | int] = [str(keys.DAY_TTL), str(HASHTABLE_PAST_FIELDS)]
     for (code, day), tally in by_day.items():
         day_keys += (keys.signals(tag, code, day), keys.addresses(tag, code, day))
         arguments += _arguments(tally)

@@ -2,16 +2,19 @@
 -- MULTI/EXEC: one call per partition and batch (a partner-day gets ~3 views per batch, so a call per
 -- partner-day cost more in its own set-up than in its writes).
 -- KEYS: per partner-day, its signals hash and its address hash (address -> views).
--- ARGV[1]: the TTL; then per partner-day, in the order of KEYS: h, a (how many hash increments and addresses
---   follow), h pairs (field, n), pv first, then a pairs (address, views). Repeat views come counted (the
---   consumer compares each buyer's views in its memory), as one more field.
+-- ARGV[1]: the TTL; ARGV[2]: how many addresses a hash may hold before it is made a hashtable; then per
+--   partner-day, in the order of KEYS: h, a (how many hash increments and addresses follow), h pairs
+--   (field, n), pv first, then a pairs (address, views). Repeat views come counted (the consumer compares
+--   each buyer's views in its memory), as one more field.
 -- Every value is a string passed through as it came (no cjson, and no Lua number that redis.call would format
 -- back with %.17g).
 -- A key's TTL is set when the key is created, not renewed by every apply: pv is written by every apply, so
 -- its reply equal to its increment means the signals hash is new; an address hash is new only if every
 -- address it was given is.
 local ttl = ARGV[1]
-local at = 2
+local hashtable_past = tonumber(ARGV[2])
+local number_of = {}  -- an address's views, most often '1': each text turned into a number once
+local at = 3
 for day = 1, #KEYS, 2 do
   local signals, addresses = KEYS[day], KEYS[day + 1]
   local h, a = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
@@ -24,15 +27,23 @@ for day = 1, #KEYS, 2 do
   end
   at = at + 2 * h
   if a > 0 then
-    local new = true
+    local new_addresses = 0
     for i = at, at + 2 * a - 1, 2 do
-      local views = redis.call('HINCRBY', addresses, ARGV[i], ARGV[i + 1])
-      if new and views ~= tonumber(ARGV[i + 1]) then
-        new = false
+      local views = ARGV[i + 1]
+      local n = number_of[views]
+      if not n then n = tonumber(views); number_of[views] = n end
+      if redis.call('HINCRBY', addresses, ARGV[i], views) == n then
+        new_addresses = new_addresses + 1
       end
     end
-    if new then
+    if new_addresses == a then
       redis.call('EXPIRE', addresses, ttl)
+    end
+    -- Grown past hashtable_past addresses by this call: made a hashtable (cpsproject/common/lua.py).
+    local length = new_addresses > 0 and redis.call('HLEN', addresses) or 0
+    if length > hashtable_past and length - new_addresses <= hashtable_past then
+      redis.call('HSET', addresses, '', string.rep('-', 4096))
+      redis.call('HDEL', addresses, '')
     end
     at = at + 2 * a
   end

@@ -303,3 +303,26 @@ def test_every_key_keeps_a_ttl_set_once_and_old_latest_views_go_with_the_day(red
     reconcile(day=DAY, now=NEXT_DAY)
     flush_quality(now=NEXT_DAY)
     assert [k for k in redis_client.scan_iter(match=f"{{{redis_prefix}:p*}}:q:*")] == []
+
+
+def test_a_busy_partner_days_addresses_stay_exact_when_their_hash_changes_encoding(redis_client):
+    """Past ``HASHTABLE_PAST_FIELDS`` (64) addresses the address hash is made a hashtable (signals.lua): no
+    address is lost, added or miscounted by it, within the batch that crosses the threshold or after."""
+    create_tree()
+    first = [
+        view(f"10:{n // 60:02d}:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in range(1, 61)
+    ]
+    feed(first, now=NOON, partition=0)
+    second = [
+        view(f"10:06:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in (1, 2, 3, *range(61, 71))
+    ]
+    feed(second, now=NOON, partition=0)
+    flush_quality(now=NOON)
+    row = signals("A1")
+    assert (row["pv"], row["addressed_pv"], row["distinct_ips"]) == (73, 73, 70)
+    assert row["top_addresses"][:4] == [
+        ["203.0.113.1", 2],
+        ["203.0.113.2", 2],
+        ["203.0.113.3", 2],
+        ["203.0.113.10", 1],
+    ]
