@@ -16,8 +16,8 @@ from typing import Any, Protocol
 # series' listpack searches were 63 % of its Redis instructions. Hashes that keep samples for hours pass 512
 # fields and become hashtables anyway; below this many, a listpack search costs less than a hashtable lookup
 # (bench/redis_cost.md). A script sets a field whose value is longer than hash-max-listpack-value (64 bytes by
-# default; the scripts set 4 KB), which converts the hash, and delete it in the same call:
-# Redis never turns a hashtable back, and no reader sees the field.
+# default; the scripts set 4 KB), which converts the hash, and deletes it in the same call: Redis never turns a
+# hashtable back, and no reader sees the field.
 HASHTABLE_PAST_FIELDS = 64
 
 

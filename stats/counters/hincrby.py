@@ -7,7 +7,7 @@ arguments built by numpy: each increment's hash number and amount as bytes, and 
 width, which the script reads with ``struct.unpack`` and ``string.sub``. A JSON of numbers cost Redis a strtod
 for each number and a printf (``%.17g``) to turn it back into text for HINCRBY, and a space-separated text
 walked with ``string.gmatch`` a pattern match per increment: the series' Redis instructions went 11,969 →
-9,190 → 7,921 an event (``bench/README.md``, the Redis cost rows). They go inside the same MULTI/EXEC as the
+9,190 → 7,921 an event (``bench/redis_cost.md``). They go inside the same MULTI/EXEC as the
 offset, with every key declared (and sharing the partition's hash tag) so it runs on Redis Cluster too.
 """
 
