@@ -39,9 +39,11 @@ for day = 1, #KEYS, 2 do
     if new_addresses == a then
       redis.call('EXPIRE', addresses, ttl)
     end
-    -- Grown past hashtable_past addresses by this call: made a hashtable (cpsproject/common/lua.py).
+    -- Past hashtable_past addresses, made a hashtable: see stats/counters/hincrby_many.lua.
     local length = new_addresses > 0 and redis.call('HLEN', addresses) or 0
-    if length > hashtable_past and length - new_addresses <= hashtable_past then
+    if length > hashtable_past
+        and math.floor(length / hashtable_past) > math.floor((length - new_addresses) / hashtable_past)
+        and redis.call('OBJECT', 'ENCODING', addresses) ~= 'hashtable' then
       redis.call('HSET', addresses, '', string.rep('-', 4096))
       redis.call('HDEL', addresses, '')
     end

@@ -17,7 +17,9 @@ from typing import Any, Protocol
 # fields and become hashtables anyway; below this many, a listpack search costs less than a hashtable lookup
 # (bench/redis_cost.md). A script sets a field whose value is longer than hash-max-listpack-value (64 bytes by
 # default; the scripts set 4 KB), which converts the hash, and deletes it in the same call: Redis never turns a
-# hashtable back, and no reader sees the field.
+# hashtable back while it runs, and no reader sees the field. A hash loaded from RDB (a restart, a replica's
+# sync, a slot migrated to another master) is a listpack again: the scripts check again each time a hash's
+# length passes a further multiple of this.
 HASHTABLE_PAST_FIELDS = 64
 
 

@@ -13,6 +13,18 @@ local ttl, run_down, width = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV
 local numbers, fields, hashtable_past = ARGV[5], ARGV[6], tonumber(ARGV[8])
 local unpack_numbers, sub, call = struct.unpack, string.sub, redis.call
 local created, text_of = {}, {}
+-- A hash that a call takes past a multiple of hashtable_past fields is made a hashtable if it is not one yet
+-- (cpsproject/common/lua.py); checked at every multiple, not only the first, since a hash loaded from RDB (a
+-- restart, a replica's sync, a slot migrated to another master) comes back a listpack.
+local function to_hashtable_if_due(key, new_fields)
+  local length = call('HLEN', key)
+  if length > hashtable_past
+      and math.floor(length / hashtable_past) > math.floor((length - new_fields) / hashtable_past)
+      and call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
+    call('HSET', key, '', string.rep('-', 4096))
+    call('HDEL', key, '')
+  end
+end
 local increments = #numbers / 8
 for at = 0, increments - 1 do
   local k, n = unpack_numbers('>I4I4', numbers, 8 * at + 1)
@@ -31,12 +43,7 @@ for k, new_fields in pairs(created) do
     call('EXPIRE', KEYS[k], ARGV[1])
     call('ZADD', index, 0, members[k])
   end
-  -- Grown past hashtable_past fields by this call: made a hashtable (cpsproject/common/lua.py).
-  local length = call('HLEN', KEYS[k])
-  if length > hashtable_past and length - new_fields <= hashtable_past then
-    call('HSET', KEYS[k], '', string.rep('-', 4096))
-    call('HDEL', KEYS[k], '')
-  end
+  to_hashtable_if_due(KEYS[k], new_fields)
 end
 call('EXPIRE', index, ARGV[2])
 return increments

@@ -326,3 +326,14 @@ def test_a_busy_partner_days_addresses_stay_exact_when_their_hash_changes_encodi
         ["203.0.113.3", 2],
         ["203.0.113.10", 1],
     ]
+    # Loaded from RDB (a restart, a replica's sync, a migrated slot), the hash is a listpack again; it is made a
+    # hashtable again when it passes the next multiple of 64.
+    addresses_key = quality_keys.addresses(partition_tag(0), "A1", "20261121")
+    dumped = redis_client.dump(addresses_key)
+    redis_client.delete(addresses_key)
+    redis_client.restore(addresses_key, 0, dumped)
+    third = [view(f"11:01:{n - 71:02d}", "A1", f"o-{n}", ip=f"203.0.114.{n}") for n in range(71, 131)]
+    feed(third, now=NOON, partition=0)
+    assert redis_client.object("encoding", addresses_key) == b"hashtable"
+    flush_quality(now=NOON)
+    assert signals("A1")["distinct_ips"] == 130

@@ -257,6 +257,7 @@ def test_many_increments_reach_their_hash_and_field_whatever_the_field_width_and
         )
         pipe.execute()
 
+    past = HASHTABLE_PAST_FIELDS
     increment([(1, 7, 1), (1, 42, 2), (1, 1780000000, 3), (300, 1780000000, 70_000), (1, 7, 4)])
     increment([(2, 1780000000 + second, 1) for second in range(HASHTABLE_PAST_FIELDS - 4)])
     increment(
@@ -272,5 +273,14 @@ def test_many_increments_reach_their_hash_and_field_whatever_the_field_width_and
     assert (grown[b"1780000000"], grown[b"%d" % (1780000000 + HASHTABLE_PAST_FIELDS - 5)]) == (b"1", b"3")
     assert grown[b"%d" % (1780000000 + HASHTABLE_PAST_FIELDS + 4)] == b"2"
     # The cost the conversion is for (bench/redis_cost.md): a listpack is searched from its start.
+    assert redis_client.object("encoding", hashes[1]) == b"hashtable"
+    # Loaded from RDB (a restart, a replica's sync, a migrated slot), the hash is a listpack again; it is made a
+    # hashtable again when it passes the next multiple.
+    dumped = redis_client.dump(hashes[1])
+    redis_client.delete(hashes[1])
+    redis_client.restore(hashes[1], 0, dumped)
+    increment([(2, 1780000000 + second, 1) for second in range(past + 5, 2 * past + 3)])
+    grown = redis_client.hgetall(hashes[1])
+    assert len(grown) == 2 * past + 3 and b"" not in grown
     assert redis_client.object("encoding", hashes[1]) == b"hashtable"
     assert redis_client.zrange(index, 0, -1) == [b"member-1", b"member-2", b"member-300"]
