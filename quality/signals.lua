@@ -14,6 +14,9 @@
 local ttl = ARGV[1]
 local hashtable_past = tonumber(ARGV[2])
 local number_of = {}  -- an address's views, most often '1': each text turned into a number once
+local function thresholds_passed(length)  -- 0 up to hashtable_past addresses, 1 up to twice it, ...
+  return math.floor((length - 1) / hashtable_past)
+end
 local at = 3
 for day = 1, #KEYS, 2 do
   local signals, addresses = KEYS[day], KEYS[day + 1]
@@ -41,8 +44,7 @@ for day = 1, #KEYS, 2 do
     end
     -- Past hashtable_past addresses, made a hashtable: see stats/counters/hincrby_many.lua.
     local length = new_addresses > 0 and redis.call('HLEN', addresses) or 0
-    if length > hashtable_past
-        and math.floor(length / hashtable_past) > math.floor((length - new_addresses) / hashtable_past)
+    if length > hashtable_past and thresholds_passed(length) > thresholds_passed(length - new_addresses)
         and redis.call('OBJECT', 'ENCODING', addresses) ~= 'hashtable' then
       redis.call('HSET', addresses, '', string.rep('-', 4096))
       redis.call('HDEL', addresses, '')

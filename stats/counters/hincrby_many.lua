@@ -16,10 +16,12 @@ local created, text_of = {}, {}
 -- A hash that a call takes past a multiple of hashtable_past fields is made a hashtable if it is not one yet
 -- (cpsproject/common/lua.py); checked at every multiple, not only the first, since a hash loaded from RDB (a
 -- restart, a replica's sync, a slot migrated to another master) comes back a listpack.
+local function thresholds_passed(length)  -- 0 up to hashtable_past fields, 1 up to twice it, ...
+  return math.floor((length - 1) / hashtable_past)
+end
 local function to_hashtable_if_due(key, new_fields)
   local length = call('HLEN', key)
-  if length > hashtable_past
-      and math.floor(length / hashtable_past) > math.floor((length - new_fields) / hashtable_past)
+  if length > hashtable_past and thresholds_passed(length) > thresholds_passed(length - new_fields)
       and call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
     call('HSET', key, '', string.rep('-', 4096))
     call('HDEL', key, '')

@@ -310,11 +310,11 @@ def test_a_busy_partner_days_addresses_stay_exact_when_their_hash_changes_encodi
     address is lost, added or miscounted by it, within the batch that crosses the threshold or after."""
     create_tree()
     first = [
-        view(f"10:{n // 60:02d}:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in range(1, 61)
+        view(f"10:{n // 60:02d}:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in range(1, 65)
     ]
-    feed(first, now=NOON, partition=0)
+    feed(first, now=NOON, partition=0)  # up to the threshold exactly; the second batch takes it past
     second = [
-        view(f"10:06:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in (1, 2, 3, *range(61, 71))
+        view(f"10:06:{n % 60:02d}", "A1", f"o-{n}", ip=f"203.0.113.{n}") for n in (1, 2, 3, *range(65, 71))
     ]
     feed(second, now=NOON, partition=0)
     flush_quality(now=NOON)
@@ -326,9 +326,10 @@ def test_a_busy_partner_days_addresses_stay_exact_when_their_hash_changes_encodi
         ["203.0.113.3", 2],
         ["203.0.113.10", 1],
     ]
+    addresses_key = quality_keys.addresses(partition_tag(0), "A1", "20261121")
+    assert redis_client.object("encoding", addresses_key) == b"hashtable"
     # Loaded from RDB (a restart, a replica's sync, a migrated slot), the hash is a listpack again; it is made a
     # hashtable again when it passes the next multiple of 64.
-    addresses_key = quality_keys.addresses(partition_tag(0), "A1", "20261121")
     dumped = redis_client.dump(addresses_key)
     redis_client.delete(addresses_key)
     redis_client.restore(addresses_key, 0, dumped)

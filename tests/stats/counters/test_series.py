@@ -239,7 +239,7 @@ def test_a_new_sample_leaves_a_hash_with_most_of_its_ttl_alone(settings, redis_c
 def test_many_increments_reach_their_hash_and_field_whatever_the_field_width_and_amount(redis_client):
     """``hincrby_many.lua`` reads the increments as bytes and each call's fields at one width: fields of several
     widths, a hash numbered past 255 and an amount past 65,535 each land where they were sent; a hash grown past
-    ``HASHTABLE_PAST_FIELDS`` by the second call keeps every field, and nothing else."""
+    ``HASHTABLE_PAST_FIELDS`` keeps every field, and nothing else."""
     hashes = [f"{keys.prefix()}:test-hincrby:{n}" for n in range(1, 301)]
     index = f"{keys.prefix()}:test-hincrby:index"
 
@@ -259,19 +259,15 @@ def test_many_increments_reach_their_hash_and_field_whatever_the_field_width_and
 
     past = HASHTABLE_PAST_FIELDS
     increment([(1, 7, 1), (1, 42, 2), (1, 1780000000, 3), (300, 1780000000, 70_000), (1, 7, 4)])
-    increment([(2, 1780000000 + second, 1) for second in range(HASHTABLE_PAST_FIELDS - 4)])
-    increment(
-        [
-            (2, 1780000000 + second, 2)
-            for second in range(HASHTABLE_PAST_FIELDS - 5, HASHTABLE_PAST_FIELDS + 5)
-        ]
-    )
+    # The second call fills hash 2 up to the threshold exactly, the third takes it past.
+    increment([(2, 1780000000 + second, 1) for second in range(past)])
+    increment([(2, 1780000000 + second, 2) for second in range(past - 5, past + 5)])
     assert redis_client.hgetall(hashes[0]) == {b"7": b"5", b"42": b"2", b"1780000000": b"3"}
     assert redis_client.hgetall(hashes[299]) == {b"1780000000": b"70000"}
     grown = redis_client.hgetall(hashes[1])
-    assert len(grown) == HASHTABLE_PAST_FIELDS + 5
-    assert (grown[b"1780000000"], grown[b"%d" % (1780000000 + HASHTABLE_PAST_FIELDS - 5)]) == (b"1", b"3")
-    assert grown[b"%d" % (1780000000 + HASHTABLE_PAST_FIELDS + 4)] == b"2"
+    assert len(grown) == past + 5
+    assert (grown[b"1780000000"], grown[b"%d" % (1780000000 + past - 5)]) == (b"1", b"3")
+    assert grown[b"%d" % (1780000000 + past + 4)] == b"2"
     # The cost the conversion is for (bench/redis_cost.md): a listpack is searched from its start.
     assert redis_client.object("encoding", hashes[1]) == b"hashtable"
     # Loaded from RDB (a restart, a replica's sync, a migrated slot), the hash is a listpack again; it is made a
