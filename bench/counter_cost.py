@@ -69,8 +69,8 @@ def _replay(
         registry._counters.update(kept)
     # The named recorders run on each share before its counters' MULTI/EXEC, as in the pipeline.
     recording = {name: spec for name, spec in registry._recorders.items() if name in recorders}
-    # The replay's moment is its last event's, not the clock's: the rankings' windows and the series' retention
-    # depend on it, and a replay run an hour after its file was simulated counted less in the windows.
+    # The replay's moment is its last event's, not the clock's: the rankings' windows are read from it, and a
+    # replay run an hour after its file was simulated counted fewer slots in them.
     now = max(event.ts for event in events) + dt.timedelta(seconds=1)
     read = dict.fromkeys(range(partitions), 0)
     for number, start in enumerate(range(0, len(events), batch)):

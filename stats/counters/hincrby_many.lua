@@ -8,6 +8,8 @@
 -- the script's instructions, and a number passed as a Lua number is formatted back into text by printf for
 -- each redis.call; here an increment costs one struct.unpack and one string.sub, and an amount is turned into
 -- text once per distinct amount.
+-- Only a hash in which an increment creates a field is looked at: a new one gets its TTL and index entry; one
+-- whose TTL has run down that far gets both again.
 local index = KEYS[#KEYS]
 local ttl, run_down, width = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local numbers, fields, hashtable_past = ARGV[5], ARGV[6], tonumber(ARGV[8])
