@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from cpsproject.common.lua import HASHTABLE_PAST_FIELDS, LuaScript
+from cpsproject.common.lua import TO_HASHTABLE, LuaScript
 from cpsproject.common.timeutil import BatchClock
 from quality import keys
 from quality.conf import quality_setting
@@ -30,7 +30,7 @@ from quality.signals import client_address, listed_crawler
 from quality.tally import DayTally, quarter_of
 from stats.plugins import CounterWrites, Event
 
-_signals = LuaScript(__file__, "signals.lua")
+_signals = LuaScript(__file__, "signals.lua", include=[TO_HASHTABLE])
 
 
 def tallies(events: Sequence[Event]) -> dict[tuple[str, str], DayTally]:
@@ -185,7 +185,7 @@ def queue_quality(writes: CounterWrites, events: Sequence[Event], *, now: dt.dat
         return
     tag = writes.tag
     day_keys: list[str] = []
-    arguments: list[str | int] = [str(keys.DAY_TTL), str(HASHTABLE_PAST_FIELDS)]
+    arguments: list[str | int] = [str(keys.DAY_TTL)]
     for (code, day), tally in by_day.items():
         day_keys += (keys.signals(tag, code, day), keys.addresses(tag, code, day))
         arguments += _arguments(tally)

@@ -2,22 +2,18 @@
 -- MULTI/EXEC: one call per partition and batch (a partner-day gets ~3 views per batch, so a call per
 -- partner-day cost more in its own set-up than in its writes).
 -- KEYS: per partner-day, its signals hash and its address hash (address -> views).
--- ARGV[1]: the TTL; ARGV[2]: how many addresses a hash may hold before it is made a hashtable; then per
---   partner-day, in the order of KEYS: h, a (how many hash increments and addresses follow), h pairs
---   (field, n), pv first, then a pairs (address, views). Repeat views come counted (the consumer compares
---   each buyer's views in its memory), as one more field.
+-- ARGV[1]: the TTL; then per partner-day, in the order of KEYS: h, a (how many hash increments and addresses
+--   follow), h pairs (field, n), pv first, then a pairs (address, views). Repeat views come counted (the
+--   consumer compares each buyer's views in its memory), as one more field. An address hash grown past
+--   HASHTABLE_PAST_FIELDS is made a hashtable (to_hashtable_if_due: cpsproject/common/to_hashtable.lua).
 -- Every value is a string passed through as it came (no cjson, and no Lua number that redis.call would format
 -- back with %.17g).
 -- A key's TTL is set when the key is created, not renewed by every apply: pv is written by every apply, so
 -- its reply equal to its increment means the signals hash is new; an address hash is new only if every
 -- address it was given is.
 local ttl = ARGV[1]
-local hashtable_past = tonumber(ARGV[2])
 local number_of = {}  -- an address's views, most often '1': each text turned into a number once
-local function thresholds_passed(length)  -- 0 up to hashtable_past addresses, 1 up to twice it, ...
-  return math.floor((length - 1) / hashtable_past)
-end
-local at = 3
+local at = 2
 for day = 1, #KEYS, 2 do
   local signals, addresses = KEYS[day], KEYS[day + 1]
   local h, a = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
@@ -42,12 +38,8 @@ for day = 1, #KEYS, 2 do
     if new_addresses == a then
       redis.call('EXPIRE', addresses, ttl)
     end
-    -- Past hashtable_past addresses, made a hashtable: see stats/counters/hincrby_many.lua.
-    local length = new_addresses > 0 and redis.call('HLEN', addresses) or 0
-    if length > hashtable_past and thresholds_passed(length) > thresholds_passed(length - new_addresses)
-        and redis.call('OBJECT', 'ENCODING', addresses) ~= 'hashtable' then
-      redis.call('HSET', addresses, '', string.rep('-', 4096))
-      redis.call('HDEL', addresses, '')
+    if new_addresses > 0 then
+      to_hashtable_if_due(addresses, new_addresses)
     end
     at = at + 2 * a
   end

@@ -19,8 +19,13 @@ from typing import Any, Protocol
 # default; the scripts set 4 KB), which converts the hash, and deletes it in the same call: Redis never turns a
 # hashtable back while it runs, and no reader sees the field. A hash loaded from RDB (a restart, a replica's
 # sync, a slot migrated to another master) is a listpack again: the scripts check again each time a hash's
-# length passes a further multiple of this.
+# length passes a further multiple of this (to_hashtable.lua, beside this file).
 HASHTABLE_PAST_FIELDS = 64
+# ``to_hashtable_if_due(key, new_fields)``, for the scripts that grow hashes: ``LuaScript(…, include=[…])``.
+TO_HASHTABLE = (
+    f"local HASHTABLE_PAST_FIELDS = {HASHTABLE_PAST_FIELDS}\n"
+    + (Path(__file__).parent / "to_hashtable.lua").read_text()
+)
 
 
 class CommandTarget(Protocol):
@@ -30,9 +35,10 @@ class CommandTarget(Protocol):
 
 
 class LuaScript:
-    def __init__(self, module_file: str, name: str) -> None:
-        """The script ``name`` in the folder of ``module_file`` (pass ``__file__``)."""
-        self.source = (Path(module_file).parent / name).read_text()
+    def __init__(self, module_file: str, name: str, *, include: Sequence[str] = ()) -> None:
+        """The script ``name`` in the folder of ``module_file`` (pass ``__file__``), after the Lua sources of
+        ``include`` (functions shared by several scripts, such as ``TO_HASHTABLE``)."""
+        self.source = "".join(include) + (Path(module_file).parent / name).read_text()
 
     def queue(self, pipe: CommandTarget, keys: Sequence[Any], args: Sequence[Any] = ()) -> None:
         """Queue one call on ``pipe`` (a pipeline, or anything with redis-py's ``execute_command``)."""

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 import orjson
 
-from cpsproject.common.lua import HASHTABLE_PAST_FIELDS, LuaScript
+from cpsproject.common.lua import TO_HASHTABLE, LuaScript
 from stats.pipeline.registry import CommandQueue
 
-_HINCRBY_MANY = LuaScript(__file__, "hincrby_many.lua")
+_HINCRBY_MANY = LuaScript(__file__, "hincrby_many.lua", include=[TO_HASHTABLE])
 # 10, 100, ..., 10**18: a field's digit count is where it falls among them, plus one.
 _POWERS_OF_TEN = 10 ** np.arange(1, 19, dtype=np.int64)
 
@@ -64,6 +64,5 @@ def queue_hincrby_many(
             rows[:, [0, 2]].astype(">u4").tobytes(),
             digits.astype(np.uint8).tobytes(),
             member_list,
-            HASHTABLE_PAST_FIELDS,
         ]
         _HINCRBY_MANY.queue(pipe, keys=[*hashes, index], args=args)

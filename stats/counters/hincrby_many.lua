@@ -2,8 +2,8 @@
 -- KEYS: the hashes, then an index of them (one hash tag). ARGV: the hashes' TTL, the index's TTL, how far a
 -- hash's TTL may run down before a write renews it, the fields' width, then the increments as two strings:
 -- per increment, 8 bytes (its hash's number and its amount, big-endian unsigned 32-bit) and its field's
--- digits (all of one width), then JSON [the index member of each hash], then how many fields a hash may hold
--- before it is made a hashtable.
+-- digits (all of one width), then JSON [the index member of each hash]. A hash grown past
+-- HASHTABLE_PAST_FIELDS is made a hashtable (to_hashtable_if_due: cpsproject/common/to_hashtable.lua).
 -- Why bytes: matching a pattern per increment (string.gmatch over text) and a strtod per number were 14 % of
 -- the script's instructions, and a number passed as a Lua number is formatted back into text by printf for
 -- each redis.call; here an increment costs one struct.unpack and one string.sub, and an amount is turned into
@@ -12,23 +12,9 @@
 -- whose TTL has run down that far gets both again.
 local index = KEYS[#KEYS]
 local ttl, run_down, width = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local numbers, fields, hashtable_past = ARGV[5], ARGV[6], tonumber(ARGV[8])
+local numbers, fields = ARGV[5], ARGV[6]
 local unpack_numbers, sub, call = struct.unpack, string.sub, redis.call
 local created, text_of = {}, {}
--- A hash that a call takes past a multiple of hashtable_past fields is made a hashtable if it is not one yet
--- (cpsproject/common/lua.py); checked at every multiple, not only the first, since a hash loaded from RDB (a
--- restart, a replica's sync, a slot migrated to another master) comes back a listpack.
-local function thresholds_passed(length)  -- 0 up to hashtable_past fields, 1 up to twice it, ...
-  return math.floor((length - 1) / hashtable_past)
-end
-local function to_hashtable_if_due(key, new_fields)
-  local length = call('HLEN', key)
-  if length > hashtable_past and thresholds_passed(length) > thresholds_passed(length - new_fields)
-      and call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
-    call('HSET', key, '', string.rep('-', 4096))
-    call('HDEL', key, '')
-  end
-end
 local increments = #numbers / 8
 for at = 0, increments - 1 do
   local k, n = unpack_numbers('>I4I4', numbers, 8 * at + 1)
