@@ -1,7 +1,8 @@
 """Fault injection for the crash, isolation and reliability tests; unset in production, where each check is one lookup.
 
 ``CPS_FAULT_KILL=point:n`` SIGKILLs this process the n-th time it reaches ``point``.
-``CPS_FAULT_SLEEP=point:seconds`` sleeps that long every time this process reaches ``point`` (a slow batch).
+``CPS_FAULT_SLEEP=point:seconds[:times]`` sleeps that long every time this process reaches ``point`` (a slow batch),
+or only the first ``times`` times.
 ``CPS_FAULT_FAIL_EVENT=point:event_id`` makes the stage ``point`` (``archive`` or ``count``) fail whenever the
 events it handles include ``event_id``, as a storage layer refusing that one event would.
 """
@@ -13,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 _reached: Counter[str] = Counter()
+_slept: Counter[str] = Counter()
 
 
 def reach(point: str) -> None:
@@ -26,9 +28,12 @@ def reach(point: str) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
     pause = os.environ.get("CPS_FAULT_SLEEP")
     if pause:
-        name, _, seconds = pause.partition(":")
+        name, _, rest = pause.partition(":")
+        seconds, _, times = rest.partition(":")
         if name == point:
-            time.sleep(float(seconds or 1))
+            _slept[point] += 1
+            if not times or _slept[point] <= int(times):
+                time.sleep(float(seconds or 1))
 
 
 class FaultInjected(Exception):
