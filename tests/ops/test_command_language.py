@@ -131,6 +131,19 @@ def test_consume_from_kafka_in_an_installation_without_kafka_says_what_to_do(set
     )
 
 
+def test_consume_refuses_processes_it_cannot_run_in_one_line(settings):
+    assert run(settings, "consume", "--processes", "0") == (
+        1,
+        ["CommandError: --processes must be at least 1"],
+    )
+    assert run(settings, "consume", "--processes", "2", "--source", "file:events.jsonl") == (
+        1,
+        [
+            "CommandError: --processes runs members of a Kafka consumer group; a file is replayed by one process"
+        ],
+    )
+
+
 def test_the_kafka_probe_job_of_an_installation_without_kafka_skips_quietly(settings):
     settings.KAFKA_BOOTSTRAP_SERVERS = ""
     assert probe_kafka_task() == (
