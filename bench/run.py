@@ -55,6 +55,7 @@ class Sizes:
     users: int  # openid pool of the simulated traffic
     batch: int  # consume --batch-size, and the in-process batch size
     idle_exit: float  # consume --exit-when-idle
+    consume_processes: int  # consume --processes: members of the group, as production runs it
     # Timestamps of the consume topic rise at this many events per second and end now (live traffic): 10x the
     # design documents' peak of 360/s. 0: random moments of today (a replay of the day in any order).
     consume_rate: float
@@ -85,6 +86,7 @@ FULL = Sizes(
     users=100_000,
     batch=32_000,
     idle_exit=3,
+    consume_processes=3,  # a member per partition of the bench's topics
     consume_rate=3600,
     codec_events=500_000,
     stage_events=100_000,
@@ -112,6 +114,7 @@ QUICK = Sizes(
     users=2000,
     batch=500,
     idle_exit=1,
+    consume_processes=1,  # the quick run checks that every figure is reported, not how fast
     consume_rate=3600,
     codec_events=300,
     stage_events=2000,

@@ -5,6 +5,7 @@ the consumer's memory, flush and reconcile.
 import datetime as dt
 import logging
 import os
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -128,11 +129,12 @@ def run_consume(
     batch: int,
     idle_exit: float,
     profile: Path | None,
+    processes: int,
     stage: str = "live",
 ) -> tuple[float, float, dict[str, float]]:
-    """Run one ``manage.py consume`` over the topic; return (steady events/s from committed offsets, peak RSS
-    MB, µs of CPU per event of consume and of each local service). Its counters go under the Redis prefix of
-    ``stage``.
+    """Run one ``manage.py consume --processes N`` over the topic; return (steady events/s from committed
+    offsets, peak RSS MB of its largest process, µs of CPU per event of each consume process and of each local
+    service). Its counters go under the Redis prefix of ``stage``.
 
     The rate is the slope of the group's committed offsets between 20% and 90% of the topic, so the group join
     and the idle exit are left out; the CPU is read over the same window. Peak RSS is the process's
@@ -149,6 +151,8 @@ def run_consume(
         str(idle_exit),
         "--batch-size",
         str(batch),
+        "--processes",
+        str(processes),
     ]
     if profile:
         session = profile / "consume.pyisession"
@@ -165,10 +169,11 @@ def run_consume(
     pid = child.process.pid
     committed = CommittedOffsets(env.bootstrap, topic=topic, group=group, partitions=3)
 
-    processes = {"consume": pid, **env.service_pids()}
+    members = {"consume": pid} if processes == 1 else _members(child, processes)
+    watched = {**members, **env.service_pids()}
 
     def cpu_now() -> dict[str, float | None]:
-        return {name: cpu_seconds(process) for name, process in processes.items()}
+        return {name: cpu_seconds(process) for name, process in watched.items()}
 
     samples = [(time.monotonic(), 0)]
     cpu_samples = [cpu_now()]
@@ -181,7 +186,7 @@ def run_consume(
             if waited:
                 child.process.returncode = os.waitstatus_to_exitcode(status)
                 break
-            peak = max(peak, peak_rss_mb(pid) or 0)
+            peak = max(peak, *(peak_rss_mb(member) or 0 for member in members.values()))
             done = committed()
             if done is not None:
                 samples.append((time.monotonic(), done))
@@ -201,7 +206,7 @@ def run_consume(
         done = committed()
         if done is not None:
             samples.append((time.monotonic(), done))
-            cpu_samples.append({name: None for name in processes})  # consume has exited
+            cpu_samples.append({name: None for name in watched})  # consume has exited
     finally:
         committed.close()
     if child.process.returncode != 0:
@@ -217,6 +222,16 @@ def run_consume(
     if profile:
         _render_profile(session)
     return rate, peak, _cpu_per_event(samples, cpu_samples, events)
+
+
+def _members(supervisor, count: int) -> dict[str, int]:
+    """The pids of ``consume --processes``'s members, from the line its supervisor starts with."""
+    deadline = time.monotonic() + 60
+    while not (started := re.search(r"started \d+ consumers: (.*)", supervisor.log_path.read_text())):
+        if time.monotonic() > deadline or supervisor.process.poll() is not None:
+            raise BenchError(f"consume --processes {count} named no members:\n{supervisor.tail()}")
+        time.sleep(0.1)
+    return {f"consume {n}": int(pid) for n, pid in re.findall(r"(\d+) \(pid (\d+)\)", started.group(1))}
 
 
 def _render_profile(session: Path) -> None:
@@ -240,6 +255,7 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
         batch=sizes.batch,
         idle_exit=sizes.idle_exit,
         profile=profile,
+        processes=sizes.consume_processes,
     )
     archive = "MariaDB" if env.is_mysql else "SQLite"
     budget = (os.cpu_count() or 1) * 1e6 / 30_000
@@ -251,8 +267,8 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
         else ""
     )
     size = (
-        f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, SQL archive on {archive}, "
-        + _traffic(sizes)
+        f"{sizes.consume_events:,} events, 3 partitions, --batch-size {sizes.batch}, "
+        f"--processes {sizes.consume_processes}, SQL archive on {archive}, " + _traffic(sizes)
     )
     rows = [
         Row(
@@ -269,7 +285,8 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             peak,
             "MB",
             target="< 200 MB",
-            note=f"one consume process over {sizes.consume_events:,} events",
+            note=f"the largest of consume's {sizes.consume_processes} process(es) over {sizes.consume_events:,} "
+            "events (each member holds its own batches in flight)",
         ),
         Row(
             "Redis CPU per event",
@@ -312,6 +329,7 @@ def orders_rows(env: Environment, sizes) -> list[Row]:
         batch=sizes.batch,
         idle_exit=sizes.idle_exit,
         profile=None,
+        processes=sizes.consume_processes,
         stage="orders",
     )
     spent = ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items())
@@ -322,8 +340,9 @@ def orders_rows(env: Environment, sizes) -> list[Row]:
         target="≥ 0.5× bare fetch",
         baseline=bare,
         note=f"{sizes.consume_events:,} messages ({ORDERS_SHARE:.0%} orders with their buyers' views, "
-        f"every partner view remembered), 3 partitions, --batch-size {sizes.batch}, {_traffic(sizes)}; "
-        f"baseline: bare fetch of the same topic; CPU per event: {spent}; consume peak RSS {peak:.0f} MB",
+        f"every partner view remembered), 3 partitions, --batch-size {sizes.batch}, "
+        f"--processes {sizes.consume_processes}, {_traffic(sizes)}; "
+        f"baseline: bare fetch of the same topic; CPU per event: {spent}; consume peak RSS {peak:.0f} MB (its largest process)",
     )
     row.met = row.ratio is not None and row.ratio >= 0.5
     used, buyers, fields = common.view_memory(env.prefix("orders"))
@@ -424,6 +443,7 @@ def _codec_row(env: Environment, sizes, codec: str, topic: str) -> Row:
         batch=sizes.batch,
         idle_exit=sizes.idle_exit,
         profile=None,
+        processes=sizes.consume_processes,
         stage=f"codec-{codec}",
     )
     log.info("%s: %s events/s, %.2f× the bare fetch", figure, f"{rate:,.0f}", rate / bare)
@@ -434,7 +454,8 @@ def _codec_row(env: Environment, sizes, codec: str, topic: str) -> Row:
         target="≥ 0.5× bare fetch" if codec in CODEC_TARGETS else "—",
         baseline=bare,
         note=f"{sizes.codec_events:,} events sent by librdkafka (compression.type={codec}, idempotent, "
-        f"linger 20 ms), 3 partitions, --batch-size {sizes.batch}, {_traffic(sizes)}; baseline: bare "
+        f"linger 20 ms), 3 partitions, --batch-size {sizes.batch}, --processes {sizes.consume_processes}, "
+        f"{_traffic(sizes)}; baseline: bare "
         f"kafka-python poll of the same topic; CPU per event: "
         + ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items()),
     )
