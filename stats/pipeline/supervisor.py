@@ -92,7 +92,10 @@ class _Supervisor:
         while True:
             codes = [member.process.poll() for member in self.members]  # each polled, to see each exit
             for member, code in zip(self.members, codes, strict=True):
-                if code not in (None, 0) and failed is None:
+                # Asked to stop before it installed its handlers (Django still starting), a member dies of the
+                # signal itself: it had counted nothing, so that is a stop too.
+                stopped = self.stopping and code in (-signal.SIGTERM, -signal.SIGINT)
+                if code not in (None, 0) and not stopped and failed is None:
                     failed = member
                     if not self.stopping:
                         logger.error("%s %s; stopping the others", member.describe(), member.ending())

@@ -8,7 +8,6 @@ What it checks does not depend on the database: one pass runs it.
 import os
 import re
 import signal
-import time
 
 import pytest
 
@@ -90,10 +89,17 @@ def test_a_member_that_dies_stops_the_command_naming_it_and_sigterm_or_a_killed_
     )
     assert gone(pids[1])
 
-    # SIGTERM: every member finishes and exits, and so does the command.
+    # SIGTERM: every member finishes and exits, and so does the command; once the members run (they log their
+    # first assignment), and while they still start.
     command = children.start("consume", "--processes", "2")
     pids = member_pids(command)
-    time.sleep(2)
+    wait_until(
+        lambda: all(f"[{n}] " in command.stderr() for n in pids), seconds=60, what="both members to log"
+    )
+    assert command.terminate(30) == 0, command.stderr()[-3000:]
+    assert all(gone(pid) for pid in pids.values())
+    command = children.start("consume", "--processes", "2")
+    pids = member_pids(command)
     assert command.terminate(30) == 0, command.stderr()[-3000:]
     assert all(gone(pid) for pid in pids.values())
 
