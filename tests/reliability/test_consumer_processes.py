@@ -2,7 +2,7 @@
 
 The members share the topic's partitions as consumers started apart do, so the counts stay exact; the command
 stops every member on SIGTERM, fails naming a member that dies, and leaves no member behind when it is killed.
-What it checks does not depend on the database: one pass runs it.
+What it checks does not depend on the database: one pass runs each test.
 """
 
 import os
@@ -16,12 +16,7 @@ from tests.factories import create_tree
 from tests.reliability.flow import assert_counted_exactly, counted_in_redis, produce, todays_traffic
 from tests.reliability.procs import Child, patience, wait_until
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.kafka,
-    pytest.mark.real_clock,
-    pytest.mark.one_pass("sqlite"),
-]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.real_clock]
 
 SESSION_SECONDS = KAFKA_SESSION_TIMEOUT_MS / 1000
 STARTED = re.compile(r"started (\d+) consumers: (.*)")
@@ -45,6 +40,7 @@ def gone(pid: int) -> bool:
         return stat.read().split(") ", 1)[1].startswith("Z")
 
 
+@pytest.mark.one_pass("sqlite")
 def test_three_members_in_one_command_count_each_event_once_and_exit_when_the_topic_is_drained(
     kafka_settings, children
 ):
@@ -70,6 +66,8 @@ def running(command: Child, pids: dict[int, int]) -> None:
     )
 
 
+# A test for each pass: together they start 13 Django processes, a minute and a half of a loaded pass.
+@pytest.mark.one_pass("mariadb")
 def test_a_member_that_dies_stops_the_command_naming_it_and_sigterm_or_a_killed_command_stops_every_member(
     kafka_settings, children
 ):
