@@ -185,7 +185,7 @@ def run(sizes: Sizes, groups: list[str], *, quick: bool, profile: Path | None) -
             sizes.partners,
         )
         day = measure("consume", write_side.consume_rows, env, sizes, profile=profile) or common.today()
-        measure("orders", write_side.orders_rows, env, sizes)
+        measure("orders", write_side.orders_rows, env, sizes, profile=profile)
         measure("codecs", write_side.codec_rows, env, sizes)
         history = None
         if {"api", "uv"} & set(groups):

@@ -155,7 +155,7 @@ def run_consume(
         str(processes),
     ]
     if profile:
-        session = profile / "consume.pyisession"
+        session = profile / f"consume-{stage}.pyisession"
         command = [PYTHON, "-m", "pyinstrument", "-r", "pyisession", "-o", str(session), *args]
     else:
         command = [PYTHON, *args]
@@ -308,7 +308,7 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
 ORDERS_SHARE = 0.05
 
 
-def orders_rows(env: Environment, sizes) -> list[Row]:
+def orders_rows(env: Environment, sizes, *, profile: Path | None) -> list[Row]:
     """Consume a topic where 5% of the events are orders (``simulate --orders-share``), every partner view
     remembered for attribution; then the Redis bytes those views take per remembered buyer."""
     import common
@@ -328,7 +328,7 @@ def orders_rows(env: Environment, sizes) -> list[Row]:
         events=sizes.consume_events,
         batch=sizes.batch,
         idle_exit=sizes.idle_exit,
-        profile=None,
+        profile=profile,
         processes=sizes.consume_processes,
         stage="orders",
     )
@@ -342,7 +342,8 @@ def orders_rows(env: Environment, sizes) -> list[Row]:
         note=f"{sizes.consume_events:,} messages ({ORDERS_SHARE:.0%} orders with their buyers' views, "
         f"every partner view remembered), 3 partitions, --batch-size {sizes.batch}, "
         f"--processes {sizes.consume_processes}, {_traffic(sizes)}; "
-        f"baseline: bare fetch of the same topic; CPU per event: {spent}; consume peak RSS {peak:.0f} MB (its largest process)",
+        f"baseline: bare fetch of the same topic; CPU per event: {spent}; consume peak RSS {peak:.0f} MB (its largest process)"
+        + ("; PROFILED (pyinstrument), not comparable" if profile else ""),
     )
     row.met = row.ratio is not None and row.ratio >= 0.5
     used, buyers, fields = common.view_memory(env.prefix("orders"))

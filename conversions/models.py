@@ -58,7 +58,8 @@ class Order(models.Model):
     )
     # The partner ids from the root down to ``partner`` when the order was attributed (``Partner.path``
     # then): subtree figures follow the tree of that moment, so a partner moved later does not move old orders.
-    path = models.CharField(verbose_name=_("path"), max_length=255, blank=True, default="", db_index=True)
+    # No index of its own: ``order_subtree_days`` starts with it, and each index costs every order's insert.
+    path = models.CharField(verbose_name=_("path"), max_length=255, blank=True, default="")
     attribution = models.CharField(verbose_name=_("attribution"), max_length=16, choices=Attribution.choices)
     view_event_id = models.CharField(
         verbose_name=_("attributing page view"), max_length=EVENT_ID_LENGTH, blank=True, default=""

@@ -178,8 +178,8 @@ def _present(model: type[Model], field_name: str, values: Sequence[str]) -> set[
 def _unseen(orders: Sequence[ParsedOrderEvent]) -> list[ParsedOrderEvent]:
     """The batch's events whose id no earlier batch (nor an earlier event of this one) recorded or held."""
     ids = [o.event_id for o in orders]
+    # A paid event is an OrderEvent row too (written with its order), so two tables hold every id seen.
     seen = _present(OrderEvent, "event_id", ids) | _present(HeldRefund, "event_id", ids)
-    seen |= _present(Order, "paid_event_id", ids)
     fresh = []
     for event in orders:
         if event.event_id not in seen:
