@@ -416,28 +416,32 @@ def login_rows(env: Environment, sizes) -> list[Row]:
         # A web worker holds none of that: frozen out of the collector while the calls are timed.
         gc.collect()
         gc.freeze()
-        for _ in range(sizes.login_runs):
-            started = time.process_time()
-            with Timer() as timer:
-                found = common.active_user_ids(user_type="client", start=days[0], end=days[-1])
-            runs.append(timer.seconds * 1000)
-            cpu.append((time.process_time() - started) * 1000)
-            if found.tolist() != ordered:
-                raise BenchError(
-                    f"active_user_ids found {len(found)} users, expected {len(expected)} in order"
-                )
-        # What the API serves instead of the whole list: the count and a page of 100 from deep inside.
-        pages = []
-        for run in range(sizes.login_runs):
-            offset = (run + 1) * len(ordered) // (sizes.login_runs + 1)
-            with Timer() as timer:
-                count, page = common.active_page(
-                    user_type="client", start=days[0], end=days[-1], offset=offset, limit=100
-                )
-            pages.append(timer.seconds * 1000)
-            if count != len(ordered) or page != ordered[offset : offset + 100]:
-                raise BenchError(f"active_page at offset {offset} answered {count} users and a wrong page")
-        gc.unfreeze()
+        try:
+            for _ in range(sizes.login_runs):
+                started = time.process_time()
+                with Timer() as timer:
+                    found = common.active_user_ids(user_type="client", start=days[0], end=days[-1])
+                runs.append(timer.seconds * 1000)
+                cpu.append((time.process_time() - started) * 1000)
+                if found.tolist() != ordered:
+                    raise BenchError(
+                        f"active_user_ids found {len(found)} users, expected {len(expected)} in order"
+                    )
+            # What the API serves instead of the whole list: the count and a page of 100 from deep inside.
+            pages = []
+            for run in range(sizes.login_runs):
+                offset = (run + 1) * len(ordered) // (sizes.login_runs + 1)
+                with Timer() as timer:
+                    count, page = common.active_page(
+                        user_type="client", start=days[0], end=days[-1], offset=offset, limit=100
+                    )
+                pages.append(timer.seconds * 1000)
+                if count != len(ordered) or page != ordered[offset : offset + 100]:
+                    raise BenchError(
+                        f"active_page at offset {offset} answered {count} users and a wrong page"
+                    )
+        finally:
+            gc.unfreeze()
         with Timer() as baseline:
             counted = common.active_users_by_key_scan(user_type="client", start=days[0], end=days[-1])
         if counted != len(expected):
