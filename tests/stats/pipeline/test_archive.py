@@ -2,11 +2,14 @@
 
 import datetime as dt
 import json
+import zlib
 
+import orjson
 import pytest
 
 from partners.selectors import partner_lineages
 from stats.keys import NO_PARTNER
+from stats.models import RawEventChunk
 from stats.pipeline.archive import MongoArchive, SqlArchive
 from stats.pipeline.events import parse_event
 from tests.factories import at, create_tree, pv_event
@@ -125,3 +128,31 @@ def test_a_discarded_event_is_left_out_and_the_rest_stay(archive):
     archive.discard(["gone"])
     assert stored_ids(archive) == ["kept"]
     assert archive.count_day(NOW_DAY).pv_self == {"A1": 1}
+
+
+def test_chunks_stored_before_zstd_are_read_beside_new_ones():
+    # Archives written before 2026-11-27 hold zlib streams (as migration 0007 wrote them); a day spanning the
+    # change is counted from both kinds of chunk.
+    create_tree()
+    old_document = {
+        "event_id": ["old-1", "old-2"],
+        "type": ["pv", "pv"],
+        "ts": [1795233600_000_000, 1795233601_000_000],  # 2026-11-21 12:00:00 and :01 in Shanghai
+        "partner": ["A1", "A1"],
+        "openid": ["u1", "u2"],
+        "payload": ["{}", "{}"],
+        "bots": [1],
+        "paths": {"A1": ["A", "A1"]},
+    }
+    RawEventChunk.objects.create(
+        first_day=NOW_DAY, last_day=NOW_DAY, events=2, body=zlib.compress(orjson.dumps(old_document), 1)
+    )
+    archive = SqlArchive()
+    archive.store(
+        events(pv_event(NOON, "A1", "u1", event_id="new-1"), pv_event(NOON, "A1", "u3", event_id="new-2"))
+    )
+
+    assert stored_ids(archive) == ["new-1", "new-2", "old-1", "old-2"]
+    counts = archive.count_day(NOW_DAY)
+    assert (counts.pv_self, counts.uv_self, counts.bot_pv) == ({"A1": 3}, {"A1": 2}, {"A1": 1})
+    assert (counts.pv_tree, counts.uv_tree) == ({"A": 3, "A1": 3}, {"A": 2, "A1": 2})
