@@ -6,7 +6,7 @@ whose ts falls in one attribution window) and shard of buyers, field "{openid}\\
 one, because events arrive out of order: an order takes the latest view at or before its own ``ts``, not the
 latest to arrive.
 
-Why this shape (the profile in bench/README.md): a sorted set per buyer cost three commands per buyer per
+Why this shape (bench/README.md, "attribution views"): a sorted set per buyer cost three commands per buyer per
 batch (ZADD, trim, EXPIRE), two thirds of the consumer's Redis commands and most of its CPU. Here a batch
 reads its buyers' fields with one HMGET per hash, merges in Python and writes one HSET per hash; the TTL is the
 hash's (one EXPIREAT per hash per batch), never a buyer's. A merge in a Lua script was measured at 3.4 µs of
