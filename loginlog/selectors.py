@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from cpsproject.common import redis_keys
+from cpsproject.common.lua import LuaScript
 from cpsproject.common.timeutil import local_day, months_touched, stamp_day, stamp_month
 from loginlog import keys
 from loginlog.bitmaps import month_bits_to_mask, set_bits, split_bitmap
@@ -30,6 +32,8 @@ from loginlog.validation import user_types
 
 if TYPE_CHECKING:  # the types only: stats is imported once the apps are ready
     from stats.plugins import CommandRecorder, RedisClient
+
+_DAY_LENGTHS = LuaScript(__file__, "day_lengths.lua")
 
 
 def _range_mask(month: dt.date, start: dt.date, end: dt.date) -> int:
@@ -200,12 +204,15 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
     blocks = _blocks_between(client, user_types=user_types, start=start, end=end)
     stamps = [stamp_day(day) for day in days]
     pipe = client.pipeline(transaction=False)
-    for user_type in user_types:
-        for block in blocks[user_type]:
-            for stamp in stamps:
-                pipe.strlen(keys.login_day(block, stamp))
-    replies = iter(pipe.execute())
-    lengths = {(b, d): next(replies) for t in user_types for b in blocks[t] for d in stamps}
+    in_redis = [block for user_type in user_types for block in blocks[user_type]]
+    for block in in_redis:
+        _DAY_LENGTHS.queue(pipe, [keys.login_day(block, stamp) for stamp in stamps])
+    # Per block, each day's bitmap length in bytes (0: none), in the order of ``stamps``.
+    lengths = {
+        block: struct.unpack(f">{len(stamps)}I", packed)
+        for block, packed in zip(in_redis, pipe.execute(), strict=True)
+    }
+    none = (0,) * len(stamps)
     token = uuid.uuid4().hex
     # The scratch key holding each block's union
     unions: dict[keys.Block, str] = {}
@@ -214,19 +221,18 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
         # A day Redis has no bitmap for in any block may be one the weekly sync expired after writing it to
         # LoginMonth (it expires a month's days in every block at once): whether it did is in the data, not in
         # a cutoff from today's date. A day with no login at all costs a query that finds nothing.
-        missing = [
-            day
-            for day, s in zip(days, stamps, strict=True)
-            if not any(lengths[b, s] for b in blocks[user_type])
-        ]
+        missing = [day for n, day in enumerate(days) if not any(lengths[b][n] for b in blocks[user_type])]
         from_sql = split_bitmap(_sql_bitmap(user_type=user_type, days=missing)) if missing else {}
         numbers = sorted({b.number for b in blocks[user_type]} | set(from_sql))
         for number in numbers:
             block = keys.Block(user_type, number)
             # An empty source sends BITOP byte by byte (it is the shortest): leave empty days out. A day's
             # first login landing between the round trips shows from the next answer on.
-            sources = [(lengths.get((block, s), 0), keys.login_day(block, s)) for s in stamps]
-            sources = [(length, key) for length, key in sources if length]
+            sources = [
+                (length, keys.login_day(block, s))
+                for length, s in zip(lengths.get(block, none), stamps, strict=True)
+                if length
+            ]
             dest = keys.login_scratch(block, token)
             sql_part = keys.login_scratch(block, token, 0)
             if number in from_sql:
