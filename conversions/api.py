@@ -44,7 +44,8 @@ from conversions.selectors import (
     partner_statements as statements_of,
 )
 from conversions.serializers import ConversionsQuery, OrdersQuery, StatementsQuery
-from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.csv_api import CSVRenderer, csv_format_parameter, csv_response_doc
+from cpsproject.common.csv_export import csv_response
 from cpsproject.common.json_rendering import RenderedJSON
 from cpsproject.common.params import Pagination, error_responses, query
 from cpsproject.common.timeutil import local_day, to_local

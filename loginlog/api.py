@@ -19,7 +19,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.csv_api import CSVRenderer, csv_format_parameter, csv_response_doc
+from cpsproject.common.csv_export import csv_response
 from cpsproject.common.params import date_param, error_responses, query, shown
 from cpsproject.common.timeutil import local_day
 from loginlog.models import LoginMonth

@@ -1,6 +1,6 @@
 """CSV exports that stream: rows become encoded lines one at a time, so memory stays flat however many rows.
 
-One writer for the API (``?format=csv``) and the admin's exports::
+One writer for the API (``?format=csv``, with DRF's side in ``csv_api``) and the admin's exports::
 
     csv_lines(rows, header=["date", "pv"], bom=True)      # a generator of UTF-8 lines, header first
     csv_response(rows, header=[...], filename="x.csv")   # a StreamingHttpResponse of those lines
@@ -8,16 +8,15 @@ One writer for the API (``?format=csv``) and the admin's exports::
 ``rows`` is any iterable of sequences (a generator or a queryset's ``.values_list(...).iterator()`` keeps it
 lazy); ``None`` is an empty cell, booleans are ``true``/``false``. ``bom=True`` starts the file with a UTF-8 byte-order mark, so Excel reads Chinese partner names as
 UTF-8; ``excel_safe=True`` defuses text cells that Excel would run as a formula (``=``, ``+``, ``-``, ``@``).
+
+Plain Django only: the admin's exports import this module, and every process (``consume``, django-q2's workers)
+loads the admin's modules at start-up; DRF's serializers and drf-spectacular would add 8 MB to each.
 """
 
 import csv
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework.renderers import BaseRenderer
 
 BOM = "\ufeff"
 CONTENT_TYPE = "text/csv; charset=utf-8"
@@ -84,48 +83,3 @@ def csv_response(
     )
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
-
-
-class CSVRenderer(BaseRenderer):
-    """Lets DRF views accept ``?format=csv`` (and ``Accept: text/csv``); the views stream the body themselves.
-
-    Rendering a list of flat objects still works (their keys are the header), for a view that returns a
-    ``Response`` anyway.
-    """
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
-    ) -> bytes:
-        if data is None:
-            return b""
-        items = data if isinstance(data, list) else [data]
-        header = list(items[0]) if items and isinstance(items[0], dict) else ["value"]
-        rows = ([item.get(k) for k in header] if isinstance(item, dict) else [item] for item in items)
-        return b"".join(csv_lines(rows, header=header))
-
-
-# --- The schema of a CSV-capable endpoint (drf-spectacular) ---------------------------------------------
-
-
-def csv_format_parameter() -> OpenApiParameter:
-    """The documented ``?format=`` parameter: JSON by default, ``csv`` for a streamed CSV body."""
-    return OpenApiParameter(
-        "format",
-        str,
-        enum=["json", "csv"],
-        description="`csv` streams the rows as text/csv with a header row; JSON by default.",
-    )
-
-
-def csv_response_doc(header: Sequence[str]) -> OpenApiResponse:
-    """The documented ``text/csv`` body: a header row, then one line per row."""
-    return OpenApiResponse(
-        response=OpenApiTypes.STR, description=f"CSV with the header row `{','.join(header)}`."
-    )

@@ -20,7 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from cpsproject.common.csv_export import CSVRenderer, csv_format_parameter, csv_response, csv_response_doc
+from cpsproject.common.csv_api import CSVRenderer, csv_format_parameter, csv_response_doc
+from cpsproject.common.csv_export import csv_response
 from cpsproject.common.json_rendering import RenderedJSON
 from cpsproject.common.params import (
     error_responses,
