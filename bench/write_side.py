@@ -292,14 +292,17 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             "Redis CPU per event",
             cpu.get("Redis"),
             "µs",
-            target="≤ 2 µs",
+            # Issue 35: at most 2 µs for the page-view counters and at most 1 µs more for traffic quality and
+            # conversions; this run has every one of them on (bench/counter_cost.py measures each apart).
+            target="≤ 3 µs (2 + 1)",
             note="the Redis server process's CPU time (user and system) over the consume row's run, divided by its "
-            "events: every counter (page views, traffic quality) and the attribution views",
+            "events: every counter (page views, traffic quality) and the attribution views, against at most 2 µs "
+            "for the page-view counters and 1 µs more for quality and conversions",
         ),
     ]
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
     rows[1].met = peak < 200
-    rows[2].met = rows[2].value is not None and rows[2].value <= 2
+    rows[2].met = rows[2].value is not None and rows[2].value <= 3
     return rows, day
 
 
