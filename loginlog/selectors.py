@@ -192,6 +192,20 @@ def _blocks_between(
     return {t: sorted(blocks) for t, blocks in found.items()}
 
 
+def _day_lengths(
+    client: RedisClient, blocks: list[keys.Block], stamps: list[str]
+) -> dict[keys.Block, tuple[int, ...]]:
+    """Per block, the length in bytes of each day's bitmap (0: none), in the order of ``stamps``; one round trip,
+    one script reply a block (``day_lengths.lua``)."""
+    pipe = client.pipeline(transaction=False)
+    for block in blocks:
+        _DAY_LENGTHS.queue(pipe, [keys.login_day(block, stamp) for stamp in stamps])
+    return {
+        block: struct.unpack(f">{len(stamps)}I", packed)
+        for block, packed in zip(blocks, pipe.execute(), strict=True)
+    }
+
+
 @contextmanager
 def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> Iterator[list[ActiveBitmap]]:
     """OR each block's day bitmaps from ``start`` to ``end`` into a scratch key; delete them on leaving.
@@ -203,16 +217,8 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
     days = _days(start, end)
     blocks = _blocks_between(client, user_types=user_types, start=start, end=end)
     stamps = [stamp_day(day) for day in days]
-    pipe = client.pipeline(transaction=False)
-    in_redis = [block for user_type in user_types for block in blocks[user_type]]
-    for block in in_redis:
-        _DAY_LENGTHS.queue(pipe, [keys.login_day(block, stamp) for stamp in stamps])
-    # Per block, each day's bitmap length in bytes (0: none), in the order of ``stamps``.
-    lengths = {
-        block: struct.unpack(f">{len(stamps)}I", packed)
-        for block, packed in zip(in_redis, pipe.execute(), strict=True)
-    }
-    none = (0,) * len(stamps)
+    lengths = _day_lengths(client, [block for t in user_types for block in blocks[t]], stamps)
+    no_bitmaps = (0,) * len(stamps)
     token = uuid.uuid4().hex
     # The scratch key holding each block's union
     unions: dict[keys.Block, str] = {}
@@ -230,7 +236,7 @@ def active_bitmaps(*, user_types: list[str], start: dt.date, end: dt.date) -> It
             # first login landing between the round trips shows from the next answer on.
             sources = [
                 (length, keys.login_day(block, s))
-                for length, s in zip(lengths.get(block, none), stamps, strict=True)
+                for length, s in zip(lengths.get(block, no_bitmaps), stamps, strict=True)
                 if length
             ]
             dest = keys.login_scratch(block, token)
