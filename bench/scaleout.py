@@ -8,7 +8,8 @@ Each target gets a fresh topic of ``--events`` messages (``manage.py simulate --
 a private single Redis, then a cluster of three masters without replicas (replication would charge the
 masters for work the single Redis does not do). The rate is the slope of the group's committed offsets
 between 20 % and 90 % of the topic, from the moment all three consumers hold partitions; each node's CPU
-(``INFO cpu``, user + system) and commands (``INFO stats``) are read over the same window. For the cluster the row gives each master's share of both.
+(``INFO cpu``, user + system) and commands (``INFO stats``) are read over the same window. For the cluster
+the row gives each master's share of both.
 
 Exit status 0 when every figure was measured, 1 when a run failed (its row says why).
 """
