@@ -49,9 +49,6 @@ class DayCounts:
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
-# How a zstd frame begins; a zlib stream (the chunks' format before zstd) begins with 0x78, never with this.
-_ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
-
 
 class ArchivedEvent(NamedTuple):
     """One event as the archive holds it."""
@@ -187,8 +184,11 @@ class SqlArchive(Archive):
         decompressor = zstandard.ZstdDecompressor()
         for body in chunks.order_by("id").values_list("body", flat=True).iterator(chunk_size=20):
             body = bytes(body)
+            # A zlib stream (chunks of versions before zstd) begins with 0x78, never with zstd's frame header.
             yield orjson.loads(
-                decompressor.decompress(body) if body.startswith(_ZSTD_FRAME) else zlib.decompress(body)
+                decompressor.decompress(body)
+                if body.startswith(zstandard.FRAME_HEADER)
+                else zlib.decompress(body)
             )
 
     def _stored(
