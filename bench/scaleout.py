@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import re
 import sys
 import time
 import uuid
@@ -35,6 +34,7 @@ from harness import (  # noqa: E402
     failed_rows,
     format_table,
     free_port,
+    holds_partitions,
     steady_window,
 )
 
@@ -55,9 +55,6 @@ class Sizes:
     partners: int
     idle_exit: float
 
-
-# A consumer's log line for each assignment it receives (stats.pipeline.group).
-_ASSIGNED = re.compile(r"partitions assigned: \[([\d, ]*)\]")
 
 FULL = Sizes(events=1_000_000, users=100_000, batch=32_000, partners=1000, idle_exit=3)
 QUICK = Sizes(events=12_000, users=2000, batch=500, partners=30, idle_exit=1)
@@ -82,20 +79,6 @@ def _node_counters(ports: list[int]) -> tuple[dict[int, float], dict[int, int]]:
         commands[port] = int(client.info("stats")["total_commands_processed"])
         client.close()
     return cpu, commands
-
-
-def _all_assigned(consumers: list) -> bool:
-    """Whether every consumer's latest assignment holds partitions: the group has all its members.
-
-    Started together, the three still join the broker's group at different moments, and each join moves the
-    partitions again; a run of a few seconds could be half over before the last one counts anything, and its
-    two masters then get less of the window's traffic than the third (2026-11-27: the busiest master at 46 %).
-    """
-    for child in consumers:
-        assigned = _ASSIGNED.findall(child.log_path.read_text(errors="replace"))
-        if not assigned or not assigned[-1].strip():
-            return False
-    return True
 
 
 def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports: list[int]) -> Measured:
@@ -131,7 +114,9 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
     next_log = time.monotonic() + 10
     try:
         while any(child.process.poll() is None for child in consumers):
-            if joined is None and _all_assigned(consumers):
+            if joined is None and all(
+                holds_partitions(child.log_path.read_text(errors="replace")) for child in consumers
+            ):
                 joined = len(samples)
             done = committed()
             if done is not None:
@@ -156,13 +141,7 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
         )
     if samples[-1][1] < sizes.events:
         raise BenchError(f"the consumers exited with {samples[-1][1]} of {sizes.events} offsets committed")
-    first, last = steady_window(samples, sizes.events)
-    if joined is not None and joined < last:
-        first = max(first, joined)
-    else:  # a --quick run is over before the group is whole: its figures prove the harness, nothing more
-        log.warning(
-            "the three consumers held partitions together only after 90 %% of the topic: more --events"
-        )
+    first, last = steady_window(samples, sizes.events, whole_group_from=joined)
     (cpu0, commands0), (cpu1, commands1) = counters[first], counters[last]
     events = samples[last][1] - samples[first][1]
     return Measured(

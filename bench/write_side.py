@@ -20,6 +20,7 @@ from harness import (
     Row,
     Timer,
     cpu_seconds,
+    holds_partitions,
     peak_rss_mb,
     progress_slope,
     steady_window,
@@ -110,9 +111,9 @@ def bare_fetch_rate(env: Environment, *, topic: str, events: int, batch: int) ->
     return rate
 
 
-def _cpu_per_event(samples, cpu_samples, total: int) -> dict[str, float]:
+def _cpu_per_event(samples, cpu_samples, total: int, *, whole_group_from: int | None) -> dict[str, float]:
     """µs of CPU per event of each process over the window the rate is read from (``steady_window``)."""
-    first, last = steady_window(samples, total)
+    first, last = steady_window(samples, total, whole_group_from=whole_group_from)
     events = samples[last][1] - samples[first][1]
     return {
         name: (cpu_samples[last][name] - cpu_samples[first][name]) * 1e6 / events
@@ -136,8 +137,9 @@ def run_consume(
     offsets, peak RSS MB of its largest process, µs of CPU per event of each consume process and of each local
     service). Its counters go under the Redis prefix of ``stage``.
 
-    The rate is the slope of the group's committed offsets between 20% and 90% of the topic, so the group join
-    and the idle exit are left out; the CPU is read over the same window. Peak RSS is the process's
+    The rate is the slope of the group's committed offsets between 20% and 90% of the topic, from the moment
+    every member holds partitions, so the group's joins and the idle exit are left out; the CPU is read over
+    the same window. Peak RSS is the process's
     high-water mark (VmHWM) at its last sample. Not its rusage at exit: Linux keeps a process's ``ru_maxrss``
     across ``exec``, so it includes the forked copy of this runner, whose resident set is the larger one once
     it has simulated a topic's events in-process.
@@ -175,8 +177,20 @@ def run_consume(
     def cpu_now() -> dict[str, float | None]:
         return {name: cpu_seconds(process) for name, process in watched.items()}
 
+    def group_whole() -> bool:
+        # A member's lines reach the supervisor's log as "[n] ..."; a single process's as they are.
+        text = child.log_path.read_text(errors="replace")
+        if processes == 1:
+            return holds_partitions(text)
+        lines = text.splitlines()
+        return all(
+            holds_partitions("\n".join(line for line in lines if line.startswith(f"[{n}] ")))
+            for n in range(1, processes + 1)
+        )
+
     samples = [(time.monotonic(), 0)]
     cpu_samples = [cpu_now()]
+    joined: int | None = None  # the first sample taken with every member holding partitions
     peak = 0.0
     deadline = time.monotonic() + 120 + events / 1000
     next_log = time.monotonic() + 10
@@ -187,6 +201,8 @@ def run_consume(
                 child.process.returncode = os.waitstatus_to_exitcode(status)
                 break
             peak = max(peak, *(peak_rss_mb(member) or 0 for member in members.values()))
+            if joined is None and group_whole():
+                joined = len(samples)
             done = committed()
             if done is not None:
                 samples.append((time.monotonic(), done))
@@ -215,13 +231,13 @@ def run_consume(
         raise BenchError(
             f"consume exited with {samples[-1][1]} of {events} offsets committed:\n{child.tail()}"
         )
-    rate = progress_slope(samples, events)
+    rate = progress_slope(samples, events, whole_group_from=joined)
     log.info(
         "consume: %s events/s steady, peak RSS %.0f MB (%s)", f"{rate:,.0f}", peak, child.tail(1).strip()
     )
     if profile:
         _render_profile(session)
-    return rate, peak, _cpu_per_event(samples, cpu_samples, events)
+    return rate, peak, _cpu_per_event(samples, cpu_samples, events, whole_group_from=joined)
 
 
 def _members(supervisor, count: int) -> dict[str, int]:
