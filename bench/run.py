@@ -37,6 +37,7 @@ FIGURES = [
     ("pipeline vs design doc 1", "events/s", "design"),
     ("consume peak RSS", "MB", "consume"),
     ("Redis CPU per event", "µs", "consume"),
+    ("Redis CPU, reference HINCRBYs", "per event", "consume"),
     ("flush dirty buckets", "s", "flush"),
     ("reconcile a day", "s", "reconcile"),
     ("API p95 at 100 req/s", "ms", "api"),

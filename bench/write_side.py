@@ -23,6 +23,7 @@ from harness import (
     holds_partitions,
     peak_rss_mb,
     progress_slope,
+    redis_reference_us,
     steady_window,
 )
 
@@ -273,6 +274,7 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
         profile=profile,
         processes=sizes.consume_processes,
     )
+    reference = redis_reference_us(env.redis(), prefix=env.prefix("reference"))
     archive = "MariaDB" if env.is_mysql else "SQLite"
     budget = (os.cpu_count() or 1) * 1e6 / 30_000
     spent = (
@@ -316,6 +318,17 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             "for the page-view counters and 1 µs more for quality and conversions",
         ),
     ]
+    redis_us = cpu.get("Redis")
+    rows.append(
+        Row(
+            "Redis CPU, reference HINCRBYs",
+            redis_us / reference if redis_us and reference else None,
+            "per event",
+            note=f"the row above in units of this machine's reference: a plain HINCRBY in a MULTI/EXEC cost Redis "
+            f"{reference or 0:.3f} µs in this run (bench/harness.py, REFERENCE_COMMANDS); what reads the same "
+            "on a faster or slower machine",
+        )
+    )
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
     rows[1].met = peak < 200
     rows[2].met = rows[2].value is not None and rows[2].value <= 3
