@@ -35,6 +35,7 @@ from harness import (  # noqa: E402
     format_table,
     free_port,
     holds_partitions,
+    redis_reference_us,
     steady_window,
 )
 
@@ -164,14 +165,19 @@ def single_redis(env: Environment, sizes: Sizes) -> tuple[Row, Measured]:
 
         wait_for_port(port, process=server.process, what="the private redis-server")
         measured = consume_on(env, sizes, url=f"redis://127.0.0.1:{port}/0", cluster=False, ports=[port])
+        import redis
+
+        reference = redis_reference_us(redis.Redis(port=port), prefix=env.prefix("reference"))
     finally:
         server.stop()
     us = measured.cpu[port] * 1e6 / measured.events
+    in_reference = f" ({us / reference:.2f} reference HINCRBYs of {reference:.2f} µs)" if reference else ""
     row = Row(
         "scale-out: one Redis",
         measured.rate,
         "events/s",
-        note=f"Redis CPU {us:.1f} µs/event, {measured.commands[port] / measured.events:.2f} commands/event",
+        note=f"Redis CPU {us:.1f} µs/event{in_reference}, "
+        f"{measured.commands[port] / measured.events:.2f} commands/event",
     )
     return row, measured
 
