@@ -154,6 +154,8 @@ def consume_on(env: Environment, sizes: Sizes, *, url: str, cluster: bool, ports
 
 
 def single_redis(env: Environment, sizes: Sizes) -> tuple[Row, Measured]:
+    import redis
+
     port = free_port()
     server = env.spawn(
         "redis-single",
@@ -165,8 +167,6 @@ def single_redis(env: Environment, sizes: Sizes) -> tuple[Row, Measured]:
 
         wait_for_port(port, process=server.process, what="the private redis-server")
         measured = consume_on(env, sizes, url=f"redis://127.0.0.1:{port}/0", cluster=False, ports=[port])
-        import redis
-
         reference = redis_reference_us(redis.Redis(port=port), prefix=env.prefix("reference"))
     finally:
         server.stop()

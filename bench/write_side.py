@@ -325,8 +325,8 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
             redis_us / reference if redis_us and reference else None,
             "per event",
             note=f"the row above in units of this machine's reference: a plain HINCRBY in a MULTI/EXEC cost Redis "
-            f"{reference or 0:.3f} µs in this run (bench/harness.py, REFERENCE_COMMANDS); what reads the same "
-            "on a faster or slower machine",
+            f"{reference or 0:.3f} µs in this run (bench/harness.py, REFERENCE_COMMANDS): a figure that compares "
+            "across machines of different speed",
         )
     )
     rows[0].met = rate >= 30_000 and rows[0].ratio is not None and rows[0].ratio >= 0.5
