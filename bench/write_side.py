@@ -322,7 +322,7 @@ def consume_rows(env: Environment, sizes, *, profile: Path | None) -> tuple[list
     rows.append(
         Row(
             "Redis CPU, reference HINCRBYs",
-            redis_us / reference if redis_us and reference else None,
+            redis_us / reference if redis_us is not None and reference else None,
             "per event",
             note=f"the row above in units of this machine's reference: a plain HINCRBY in a MULTI/EXEC cost Redis "
             f"{reference or 0:.3f} µs in this run (bench/harness.py, REFERENCE_COMMANDS): a figure that compares "
