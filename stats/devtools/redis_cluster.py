@@ -54,15 +54,18 @@ def free_first_port(count: int, *, low: int = 20000, high: int = 22000) -> int:
     """
     for _ in range(200):
         first = random.randrange(low, high - count)
-        wanted = [port + bus for port in range(first, first + count) for bus in (0, 10000)]
-        try:
-            for port in wanted:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
+        if all(_is_free(port + bus) for port in range(first, first + count) for bus in (0, 10000)):
+            return first
     raise OSError(f"found no {count} free loopback ports (with their bus ports) in {low}-{high}")
+
+
+def _is_free(port: int) -> bool:
+    try:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
 
 
 def _wait(condition: Callable[[], bool], *, seconds: float, what: str) -> None:
@@ -129,6 +132,14 @@ class LocalCluster:
         _wait(lambda: self.node(port).ping(), seconds=15, what=f"redis-server on port {port}")
 
     def start(self) -> "LocalCluster":
+        # A node that cannot bind its port exits, and whatever Redis holds the port answers in its place: another
+        # checkout's test cluster then failed this start with "Slot 0 is already busy".
+        taken = [port + bus for port in self.ports for bus in (0, 10000) if not _is_free(port + bus)]
+        if taken:
+            raise OSError(
+                f"port {taken[0]} is taken (another Redis: a test cluster of another checkout?); stop it, or "
+                "start this cluster on other ports (scripts/test: CPS_TEST_CLUSTER_PORT)"
+            )
         for port in self.ports:
             (self.directory / f"nodes-{port}.conf").unlink(missing_ok=True)
             self.start_node(port)

@@ -1,0 +1,31 @@
+"""``python -m stats.devtools.redis_cluster``, the tool scripts/test starts its cluster with."""
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from stats.devtools.redis_cluster import free_first_port
+
+pytestmark = pytest.mark.one_pass("sqlite")
+
+
+def test_a_start_on_a_port_someone_holds_says_so_in_one_line_and_starts_nothing(tmp_path):
+    first = free_first_port(3)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", first + 1))
+        holder.listen()
+        done = subprocess.run(
+            [sys.executable, "-m", "stats.devtools.redis_cluster", "start", "--dir", str(tmp_path)]
+            + ["--port", str(first), "--replicas", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"could not start the Redis Cluster: port {first + 1} is taken (another Redis: a test cluster of another "
+        "checkout?); stop it, or start this cluster on other ports (scripts/test: CPS_TEST_CLUSTER_PORT)"
+    )
+    assert not list(tmp_path.glob("redis-*.log"))  # no node was started
