@@ -26,6 +26,7 @@ from cpsproject.common.timeutil import local_day
 from loginlog.services import sync_logins
 from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.models import DeadLetter
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.factories import feed, pv_event
 
 # The pages in a browser, in the MariaDB pass of scripts/test only (tests/browser/__init__.py says why).
@@ -94,7 +95,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
         locale="en-US", accept_downloads=True, viewport={"width": WIDTH, "height": 900}
     )
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
 
     page.goto(f"{base}/admin/")
     page.fill("#id_username", DEMO_USER[0])
@@ -224,7 +225,7 @@ def check_pages(browser, base: str, today: str, yesterday: str, letter: int) -> 
 def log_in(browser, base: str, language: str):
     context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     page.goto(f"{base}/admin/")
     page.fill("#id_username", DEMO_USER[0])
     page.fill("#id_password", DEMO_USER[1])

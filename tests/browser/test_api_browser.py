@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from cpsproject.common.timeutil import local_day
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.browser.test_admin_browser import SCREENSHOTS, chromium
 from tests.factories import create_tree, feed, pv_event
 
@@ -45,7 +46,7 @@ def test_staff_read_the_stats_endpoint_in_the_browser_in_both_languages(live_ser
         ):
             context = browser.new_context(locale=locale, viewport={"width": 1280, "height": 900})
             page = context.new_page()
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(PAGE_TIMEOUT_MS)
             page.goto(f"{live_server.url}/admin/login/")
             page.fill("#id_username", "boss")
             page.fill("#id_password", "pw")

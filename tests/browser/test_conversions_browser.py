@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from conversions.models import ExchangeRate, Order, Statement
 from cpsproject.common.timeutil import to_local
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.browser.test_admin_browser import SCREENSHOTS, WIDTH, chromium, fits
 from tests.conversions.test_admin import entries, event, make_order
 from tests.factories import create_tree
@@ -112,7 +113,7 @@ def log_in(browser, base: str, language: str):
         locale="en-US", accept_downloads=True, viewport={"width": WIDTH, "height": 900}
     )
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     page.goto(f"{base}/admin/")
     page.fill("#id_username", "boss")
     page.fill("#id_password", "pw")

@@ -23,6 +23,7 @@ from conversions.statements import close_month
 from cpsproject.common.timeutil import local_day
 from stats.devtools.demo import DEMO_USER, seed_demo
 from stats.devtools.simulate import simulate_events
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import feed
 
@@ -96,7 +97,7 @@ def widths(page) -> list:
 def walk(browser, base: str, language: str, order: int, month: dt.date, statements: list[str]) -> None:
     context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     page.goto(f"{base}/admin/")
     page.fill("#id_username", DEMO_USER[0])
     page.fill("#id_password", DEMO_USER[1])

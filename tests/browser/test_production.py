@@ -21,6 +21,7 @@ from django.conf import global_settings
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.browser.test_admin_browser import chromium
 from tests.conftest import ROOT, free_port, subprocess_env
 
@@ -122,7 +123,7 @@ def check_pages(browser, base: str) -> list[str]:
     """Walk the pages; return every static asset request that failed or answered 4xx/5xx."""
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     assets: list[str] = []
     failed: list[str] = []
 

@@ -31,6 +31,7 @@ from quality.flush import flush_quality
 from quality.models import Finding, QualityDay
 from quality.simulation import PARTNERS, looked_at
 from stats.jobs.reconcile import reconcile
+from tests.browser import PAGE_TIMEOUT_MS
 from tests.browser.test_admin_browser import WIDTH, chromium, fits
 from tests.factories import create_partner, create_staff
 
@@ -146,7 +147,7 @@ def test_traffic_quality_reads_in_both_languages(live_server, settings, tmp_path
 def walk(browser, base: str, language: str, finding: int, big_day: dt.date) -> None:
     context = browser.new_context(locale="en-US", viewport={"width": WIDTH, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     page.goto(f"{base}/admin/")
     page.fill("#id_username", REVIEWER[0])
     page.fill("#id_password", REVIEWER[1])
