@@ -49,8 +49,11 @@ django.setup()
 from common import parsed_events, redis_cpu_seconds  # noqa: E402
 from django_redis import get_redis_connection  # noqa: E402
 
+from stats.counters.rankings import top_partners  # noqa: E402
+from stats.counters.rankings import windows as ranking_windows  # noqa: E402
 from stats.pipeline import registry  # noqa: E402
 from stats.pipeline.events import Event  # noqa: E402
+from stats.pipeline.partitions import queue_register  # noqa: E402
 from stats.pipeline.registry import CounterWrites  # noqa: E402
 
 
@@ -91,6 +94,7 @@ def _replay(
                 event.partition = partition  # as parse_batch notes it
             spec.record(typed, batch=None)
         registry.queue_counters(writes, share, now=now)
+        queue_register(pipe, partition)  # as the pipeline does: the reads walk the registered partitions
         pipe.execute()
 
 
@@ -127,6 +131,13 @@ def main() -> int:
         type=Path,
         help="replay this file first, unmeasured: the counters' keys then exist, as under a consumer that has run "
         "for a while (the events file should continue it in time)",
+    )
+    parser.add_argument(
+        "--read-rankings",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the replay, time N reads of each ranking window and scope (what the dashboard makes)",
     )
     parser.add_argument(
         "--callgrind",
@@ -171,7 +182,26 @@ def main() -> int:
         if name not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushdb"):
             calls, usec = stats["calls"], stats["usec"]
             print(f"  {name[8:]:10s} {calls:>9,} calls, {calls / n:6.3f}/event, {usec / n:6.2f} µs/event")
+    if args.read_rankings:
+        _time_ranking_reads(client, args.read_rankings, now=max(event.ts for event in events))
     return 0
+
+
+def _time_ranking_reads(client, reads: int, *, now: dt.datetime) -> None:
+    """p50 and p95 of a whole ranking read (every partner of the window, top 10), with the Redis CPU per read."""
+    for window in ranking_windows():
+        for scope in ("tree", "self"):
+            times, before = [], redis_cpu_seconds(client)
+            for _ in range(reads):
+                began = time.perf_counter()
+                top_partners(window=window, scope=scope, limit=10, now=now)
+                times.append((time.perf_counter() - began) * 1000)
+            redis_ms = (redis_cpu_seconds(client) - before) / reads * 1000
+            times.sort()
+            p50, p95 = times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.95))]
+            print(
+                f"  ranking {window:>3s} {scope:4s}: p50 {p50:6.2f} ms, p95 {p95:6.2f} ms, Redis {redis_ms:.2f} ms a read"
+            )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ increment; a precision is only walked when it is due.
 """
 
 import datetime as dt
+from collections import Counter
 
 import numpy as np
 from django.utils import timezone
@@ -25,10 +26,12 @@ from stats.pipeline.registry import CounterWrites
 ALL_TRAFFIC = "all"  # every human PV, with or without a partner
 
 _TRIM_COUNTER = LuaScript(__file__, "series_trim.lua")
+_SUM_SAMPLES = LuaScript(__file__, "series_sum.lua")
+_PARTNER = "p:"
 
 
 def partner_counter(code: str) -> str:
-    return f"p:{code}"
+    return f"{_PARTNER}{code}"
 
 
 def precisions() -> dict[int, int]:
@@ -135,20 +138,54 @@ def _one_offset_between(clock: BatchClock, first: int, last: int) -> bool:
     return all(clock.offset(moment) == offset for moment in (*range(first, last, 86400), last))
 
 
+def _sample_starts(clock: BatchClock, precision: int, first_second: int, last_second: int) -> list[int]:
+    """The starts of the samples of ``precision`` from the one holding epoch ``first_second`` to the one holding
+    ``last_second``."""
+    first, last = clock.floor(first_second, precision), clock.floor(last_second, precision)
+    if _one_offset_between(clock, first, last + precision):
+        return list(range(first, last + 1, precision))
+    # Not a fixed step: a sample holding a change of offset (a DST day) is longer than its precision.
+    samples, sample = [], first
+    while sample <= last:
+        samples.append(sample)
+        sample = next_period_start(sample, precision, clock.offset)
+    return samples
+
+
+def partner_totals(*, precision: int, since: int, until: int) -> Counter[str]:
+    """Each partner's subtree PV in the samples of ``precision`` that start from epoch ``since`` on, up to the
+    one holding epoch ``until``, summed over the partitions: the rankings' tree scope (each view counted for
+    the chain of its moment, as the series count it). Two round trips: the counters, then a script a
+    partition."""
+    samples = [s for s in _sample_starts(BatchClock(), precision, since, until) if s >= since]
+    client = get_redis_connection("default")
+    partitions = known_partitions(client) if samples else []
+    listing = client.pipeline(transaction=False)
+    first, last = keys.series_member(precision, _PARTNER), keys.series_member(precision, _PARTNER + "\xff")
+    for partition in partitions:
+        listing.zrangebylex(keys.series_known(partition), f"[{first}", f"[{last}")
+    summing = client.pipeline(transaction=False)
+    codes: list[list[str]] = []
+    for partition, members in zip(partitions, listing.execute() if partitions else [], strict=True):
+        if members:
+            names = [m.decode() for m in members]
+            codes.append([name.split(":", 1)[1][len(_PARTNER) :] for name in names])
+            hashes = [keys.series_hash_of_member(partition, name) for name in names]
+            _SUM_SAMPLES.queue(summing, keys=hashes, args=samples)
+    totals: Counter[str] = Counter()
+    for partners, sums in zip(codes, summing.execute() if codes else [], strict=True):
+        for code, total in zip(partners, sums, strict=True):
+            if total != b"0":
+                totals[code] += int(total)
+    return totals
+
+
 def read_series(
     *, counter: str, precision: int, start: dt.datetime, end: dt.datetime
 ) -> list[tuple[dt.datetime, int]]:
     """Return zero-filled ``(sample start, count)`` from the sample holding ``start`` to the one holding ``end``."""
     clock = BatchClock()
-    first, last = clock.floor(epoch(start), precision), clock.floor(epoch(end), precision)
-    if _one_offset_between(clock, first, last + precision):
-        samples = list(range(first, last + 1, precision))
-    else:
-        # Not a fixed step: a sample holding a change of offset (a DST day) is longer than its precision.
-        samples, sample = [], first
-        while sample <= last:
-            samples.append(sample)
-            sample = next_period_start(sample, precision, clock.offset)
+    samples = _sample_starts(clock, precision, epoch(start), epoch(end))
     totals = [0] * len(samples)
     client = get_redis_connection("default")
     partitions = known_partitions(client) if samples else []

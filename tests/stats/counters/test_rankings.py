@@ -11,6 +11,7 @@ import threading
 from collections import Counter
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django_redis import get_redis_connection
 
@@ -160,13 +161,34 @@ def test_an_event_counts_exactly_until_its_slot_leaves_the_window():
     assert top_partners(window="7d", scope="self", now=at("2026-11-28 00:00")) == []
 
 
+def test_an_event_ahead_of_the_clock_counts_in_both_scopes():
+    """The consumer takes events up to MAX_FUTURE_SECONDS (10 minutes) ahead of its clock: one at 12:08, counted
+    at 12:00, is in a slot after the clock's and counts at once, as it will when the clock reaches it."""
+    create_tree()
+    feed([pv_event(at("2026-11-21 12:08"), "A1a")], now=at("2026-11-21 12:00"))
+    for now in (at("2026-11-21 12:00"), at("2026-11-21 12:08")):
+        for window in WINDOWS:
+            assert ranked(window=window, scope="self", limit=5, now=now) == [(1, "A1a", 1)], (window, now)
+            tree = ranked(window=window, scope="tree", limit=5, now=now)
+            assert tree == [(1, "A", 1), (2, "A1", 1), (3, "A1a", 1)], (window, now)
+
+
+def test_a_series_retention_shorter_than_a_window_is_refused_when_the_tree_scope_is_read(settings):
+    settings.CPS_STATS = {**settings.CPS_STATS, "SERIES_RETENTION": {300: 11, 3600: 720, 86400: 730}}
+    with pytest.raises(
+        ImproperlyConfigured, match=r"SERIES_RETENTION'\] must keep at least 12 samples of 300 s"
+    ):
+        top_partners(window="1h", scope="tree", now=at("2026-11-21 12:00"))
+    assert top_partners(window="1h", scope="self", now=at("2026-11-21 12:00")) == []
+
+
 def test_idle_window_rotates_to_empty_after_days():
     create_tree()
     feed([pv_event(at("2026-11-21 12:00"), "B")], now=at("2026-11-21 12:00"))
     assert top_partners(window="1h", now=at("2026-11-21 12:01"))[0].pv == 1
     assert top_partners(window="7d", now=at("2026-12-05 12:00")) == []
     rotate_all(now=at("2026-12-05 12:00"))
-    assert live_slots(window="7d", scope="tree") == {}
+    assert live_slots(window="7d", scope="self") == {}
 
 
 # Writer threads use their own database connections: the partners must be committed for them to see.
@@ -215,10 +237,9 @@ def test_concurrent_writers_and_rotations_count_each_view_once():
     # the 24h window from 2026-11-20 12:00, the 7d window from 2026-11-15; a rotation then leaves only those.
     end = at("2026-11-21 11:30")
     rotate_all(now=end)
-    for window in WINDOWS:
-        for scope in ("tree", "self"):
-            ranked = {r.partner: r.pv for r in top_partners(window=window, scope=scope, limit=100, now=end)}
-            assert live_slots(window=window, scope=scope) == ranked, (window, scope)
+    for window in WINDOWS:  # the self scope's slots (the tree scope reads the series, which keep their own)
+        ranked = {r.partner: r.pv for r in top_partners(window=window, scope="self", limit=100, now=end)}
+        assert live_slots(window=window, scope="self") == ranked, window
     for window, since in [
         ("1h", at("2026-11-21 10:35")),
         ("24h", at("2026-11-20 12:00")),

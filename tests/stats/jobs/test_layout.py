@@ -46,6 +46,8 @@ def write_version_1(client, prefix: str) -> None:
     client.zadd(f"{p}:rank:1h:tree:total", {"B": 3})
     client.hset(f"{p}:series:60:{ALL_TRAFFIC}", str(noon), 3)
     client.zadd(f"{p}:series:known", {f"60:{ALL_TRAFFIC}": 0})
+    client.hset(f"{p}:series:300:p:B", str(noon), 3)  # B's subtree: what the rankings' tree scope reads today
+    client.zadd(f"{p}:series:known", {"300:p:B": 0})
 
 
 def test_version_1_keys_move_in_place_and_counting_goes_on_from_them(redis_client, redis_prefix):
