@@ -257,6 +257,22 @@ REFERENCE_COMMANDS = 190_000
 REFERENCE_APPLY = 19_000
 
 
+def redis_command_shares(client, events: int, *, top: int = 8) -> str:
+    """The server's busiest commands since its stats were last reset (``INFO commandstats``): calls and µs of
+    Redis CPU per event, the busiest first; what a change of the Redis cost per event shows up in. A script's
+    commands count both under ``eval`` and under their own names."""
+    if hasattr(client, "get_node_from_key") or not events:  # a RedisCluster: each master's, in scaleout.py
+        return ""
+    stats = client.info("commandstats")
+    busiest = sorted(
+        ((name.removeprefix("cmdstat_"), row) for name, row in stats.items() if isinstance(row, dict)),
+        key=lambda item: -item[1].get("usec", 0),
+    )[:top]
+    return ", ".join(
+        f"{name} {row['calls'] / events:.3f} calls {row['usec'] / events:.2f} µs" for name, row in busiest
+    )
+
+
 def redis_reference_us(client, *, prefix: str) -> float | None:
     """Redis CPU (µs) for one plain HINCRBY of the reference workload, on the local server that holds its
     hashes (one hash tag: on a cluster, one master); None when that server is not a local process. The hashes,
