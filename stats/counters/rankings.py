@@ -35,7 +35,6 @@ from stats.counters.tally import PageViewTally
 from stats.pipeline.partitions import known_partitions
 from stats.pipeline.registry import CounterWrites, RedisClient
 
-SCOPES = ("tree", "self")
 SLOTTED_SCOPE = "self"  # the one scope with slots of its own; "tree" reads the series
 
 _EXPIRE_SLOTS = LuaScript(__file__, "rankings_expire.lua")
