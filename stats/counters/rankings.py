@@ -152,7 +152,7 @@ def _subtree_totals(window: Window, oldest: int, now: dt.datetime) -> Counter[st
             f"CPS_STATS['SERIES_RETENTION'] must keep at least {window.slots} samples of "
             f"{window.slot_seconds} s, not {kept}: the {window.name} ranking's tree scope sums them"
         )
-    # The slots read as the self scope's are: every live one, those of events up to MAX_FUTURE_SECONDS ahead
-    # of the consumer's clock included.
+    # Up to the newest sample the consumer can have written: it takes events MAX_FUTURE_SECONDS ahead of its
+    # clock, and the self scope's read counts their slots too.
     newest = epoch(now) + stats_setting("MAX_FUTURE_SECONDS")
     return partner_totals(precision=window.slot_seconds, since=oldest, until=newest)

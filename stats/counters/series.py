@@ -169,7 +169,7 @@ def partner_totals(*, precision: int, since: int, until: int) -> Counter[str]:
     for partition, members in zip(partitions, listing.execute() if partitions else [], strict=True):
         if members:
             names = [m.decode() for m in members]
-            codes.append([name.split(":", 1)[1][len(_PARTNER) :] for name in names])
+            codes.append([name.split(":", 1)[1].removeprefix(_PARTNER) for name in names])  # "300:p:CODE"
             hashes = [keys.series_hash_of_member(partition, name) for name in names]
             _SUM_SAMPLES.queue(summing, keys=hashes, args=samples)
     totals: Counter[str] = Counter()
