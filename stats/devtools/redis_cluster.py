@@ -60,8 +60,14 @@ def free_first_port(count: int, *, low: int = 20000, high: int = 22000) -> int:
 
 
 def _is_free(port: int) -> bool:
+    """Whether redis-server could listen on ``port``: no socket listens there.
+
+    With SO_REUSEADDR, as redis-server binds, so that the connections a cluster stopped a moment ago left in
+    TIME_WAIT on its bus ports (a minute on Linux) do not read as another Redis holding them.
+    """
     try:
         with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", port))
     except OSError:
         return False

@@ -29,3 +29,35 @@ def test_a_start_on_a_port_someone_holds_says_so_in_one_line_and_starts_nothing(
         "checkout?); stop it, or start this cluster on other ports (scripts/test: CPS_TEST_CLUSTER_PORT)"
     )
     assert not list(tmp_path.glob("redis-*.log"))  # no node was started
+
+
+def test_a_port_a_stopped_cluster_left_in_time_wait_is_free_to_start_on(tmp_path):
+    """CI once failed here: the suite's own cluster, stopped seconds before, left bus connections in TIME_WAIT."""
+    first = free_first_port(3)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", first + 1))
+        listener.listen()
+        with socket.create_connection(("127.0.0.1", first + 1)) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the side that closes first keeps the port in TIME_WAIT
+            client.recv(1)
+    # What the TIME_WAIT does to a bind without SO_REUSEADDR, the check CI failed on.
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", first + 1))
+
+    started = subprocess.run(
+        [sys.executable, "-m", "stats.devtools.redis_cluster", "start", "--dir", str(tmp_path)]
+        + ["--port", str(first), "--replicas", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "stats.devtools.redis_cluster", "stop", "--dir", str(tmp_path)],
+            capture_output=True,
+            timeout=60,
+        )
