@@ -11,18 +11,21 @@ from stats.devtools.redis_cluster import free_first_port
 pytestmark = pytest.mark.one_pass("sqlite")
 
 
+def cluster_tool(command: str, directory, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "stats.devtools.redis_cluster", command, "--dir", str(directory), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_start_on_a_port_someone_holds_says_so_in_one_line_and_starts_nothing(tmp_path):
     first = free_first_port(3)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", first + 1))
         holder.listen()
-        done = subprocess.run(
-            [sys.executable, "-m", "stats.devtools.redis_cluster", "start", "--dir", str(tmp_path)]
-            + ["--port", str(first), "--replicas", "0"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = cluster_tool("start", tmp_path, "--port", str(first), "--replicas", "0")
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"could not start the Redis Cluster: port {first + 1} is taken (another Redis: a test cluster of another "
@@ -46,18 +49,8 @@ def test_a_port_a_stopped_cluster_left_in_time_wait_is_free_to_start_on(tmp_path
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", first + 1))
 
-    started = subprocess.run(
-        [sys.executable, "-m", "stats.devtools.redis_cluster", "start", "--dir", str(tmp_path)]
-        + ["--port", str(first), "--replicas", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    started = cluster_tool("start", tmp_path, "--port", str(first), "--replicas", "0")
     try:
         assert started.returncode == 0, started.stderr
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "stats.devtools.redis_cluster", "stop", "--dir", str(tmp_path)],
-            capture_output=True,
-            timeout=60,
-        )
+        cluster_tool("stop", tmp_path)
