@@ -3,6 +3,7 @@
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from stats.devtools.redis_cluster import free_first_port
 pytestmark = pytest.mark.one_pass("sqlite")
 
 
-def cluster_tool(command: str, directory, *options: str) -> subprocess.CompletedProcess:
+def cluster_tool(command: str, directory: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "stats.devtools.redis_cluster", command, "--dir", str(directory), *options],
         capture_output=True,
